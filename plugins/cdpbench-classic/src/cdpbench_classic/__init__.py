@@ -1,0 +1,1 @@
+"""cdpbench-classic: the single-release baselines every paper compares against."""

@@ -1,0 +1,210 @@
+"""The plugin contract: one base class per entry-point group (DESIGN.md §2).
+
+A plugin is a class registered under an entry point of its group; its ``Params`` class attribute
+is a dataclass of typed parameters with defaults, validated in ``__post_init__`` (raise
+:class:`~cdpbench.errors.ConfigError` via :func:`~cdpbench.errors.require`). The core registers
+every discovered ``Params`` into Hydra's ConfigStore, so ``anonymizer=mondrian anonymizer.k=5``
+works with no YAML written by the plugin author. Plugins are instantiated per run with
+``Plugin(params)``; keep state on the instance, never in module globals (joblib reuses workers).
+
+Every hot-path method works on whole arrays of groups at once: a privacy model's ``accepts``
+judges a batch of candidate groups, an estimator computes posteriors for every group of a
+publication in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterator
+
+import numpy as np
+
+from .data import GroupBatch, History, Publication, PublicView, Release
+from .schema import Schema
+
+
+@dataclass
+class NoParams:
+    """For plugins without parameters."""
+
+
+class Plugin:
+    """Base of every plugin. Subclasses set ``Params`` and a one-line class docstring."""
+
+    Params: ClassVar[type] = NoParams
+
+    def __init__(self, params: Any | None = None):
+        self.params = params if params is not None else self.Params()
+
+
+# ---------------------------------------------------------------------------- contexts
+@dataclass
+class ModelContext:
+    """What a privacy model may look at besides the candidate groups."""
+
+    schema: Schema
+    table_distribution: np.ndarray  # [m] sensitive distribution of the whole release
+    history: History = field(default_factory=History)
+    release: Release | None = None
+    prior: np.ndarray | None = None  # [n, m] per-record prior aligned with release rows
+
+    def prior_for(self, publication: Publication) -> np.ndarray | None:
+        """The prior rows of a publication's (non-counterfeit) records."""
+        if self.prior is None:
+            return None
+        return self.prior[np.maximum(publication.row, 0)]
+
+
+@dataclass
+class VerifyReport:
+    """Outcome of verifying a whole publication: ``violations`` = groups failing the model."""
+
+    satisfied: bool
+    violations: int
+    levels: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class PublishContext:
+    privacy_model: "PrivacyModel"
+    model_context: ModelContext
+    history: History
+    rng: np.random.Generator
+    prior: np.ndarray | None = None  # [n, m] defender beliefs per record, if the anonymizer asks
+
+
+@dataclass
+class AttackContext:
+    """What an adversary knows: the population of the release (respondents with their exact QI,
+    e.g. from a voter list — the table ``population.sensitive`` must NOT be read), the public views
+    so far and a seeded generator."""
+
+    population: Release
+    views: list[PublicView]
+    rng: np.random.Generator
+
+    @property
+    def schema(self) -> Schema:
+        return self.population.schema
+
+
+@dataclass
+class AttackResult:
+    """Posterior beliefs ``[n, m]`` of the adversary for each respondent in ``respondent``
+    (the respondents of the published records); ``extra`` holds any numbers of its own."""
+
+    respondent: np.ndarray
+    posterior: np.ndarray | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class MetricContext:
+    release: Release
+    publication: Publication
+    attacks: dict[str, AttackResult]
+    report: VerifyReport | None
+    rng: np.random.Generator
+    timings: dict[str, float] = field(default_factory=dict)
+    history: History = field(default_factory=History)
+
+
+# ---------------------------------------------------------------------------- plugin kinds
+class Dataset(Plugin):
+    """Yields the raw releases of a scenario (``cdpbench.datasets``)."""
+
+    scenario: ClassVar[str] = "continuous"  # or "cumulative", "sequential"
+
+    def releases(self, rng: np.random.Generator) -> Iterator[Release]:
+        raise NotImplementedError
+
+
+class Knowledge(Plugin):
+    """Background knowledge (``cdpbench.knowledge``): a prior ``[n, m]`` over the sensitive domain
+    for every record of a release, given its QI (BK_sv); sequential knowledge plugins also
+    implement ``revise``."""
+
+    def prior(self, release: Release) -> np.ndarray:
+        raise NotImplementedError
+
+    def revise(self, publication: PublicView | Publication, posterior: np.ndarray, respondent: np.ndarray) -> None:
+        """Update internal state after a release (sequential knowledge); default: no-op."""
+
+
+class Estimator(Plugin):
+    """Posterior beliefs inside QI-groups from per-record prior weights (``cdpbench.estimators``).
+
+    ``posterior(weights, sensitive, segment, n_groups)``: row ``i`` is a respondent of group
+    ``segment[i]``; the group's published sensitive multiset is ``sensitive[segment == g]``;
+    ``weights[i]`` is that respondent's prior over the domain. Returns ``[n, m]`` rows summing to 1.
+    """
+
+    def posterior(self, weights: np.ndarray | None, sensitive: np.ndarray, segment: np.ndarray, n_groups: int, n_values: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+class PrivacyModel(Plugin):
+    """A predicate on candidate groups and a verifier of whole publications
+    (``cdpbench.privacy_models``)."""
+
+    def prepare(self, release: Release, ctx: ModelContext) -> None:
+        """Called once per release before anonymization; a model that needs per-record beliefs
+        (e.g. (B,t)-privacy's kernel prior) sets ``ctx.prior`` here. Default: nothing."""
+
+    def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
+        """``[n_groups]`` bool: which candidate groups satisfy the model."""
+        raise NotImplementedError
+
+    def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        """The model's achieved level(s) on a publication (e.g. ``{"k": 7}``)."""
+        return {}
+
+    def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
+        batch = publication.batch(ctx.prior_for(publication))
+        ok = self.accepts(batch, ctx) if publication.n_groups else np.ones(0, bool)
+        bad = int((~ok).sum())
+        return VerifyReport(bad == 0, bad, self.levels(publication, ctx))
+
+
+class Anonymizer(Plugin):
+    """Publishes one release given history and defender beliefs (``cdpbench.anonymizers``)."""
+
+    needs_prior: ClassVar[bool] = False
+
+    def publish(self, release: Release, ctx: PublishContext) -> Publication:
+        raise NotImplementedError
+
+
+class Attacker(Plugin):
+    """Observes the publications one by one with its own knowledge (``cdpbench.attackers``)."""
+
+    def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
+        raise NotImplementedError
+
+
+class Metric(Plugin):
+    """Numbers per release (``cdpbench.metrics``); ``compute`` returns ``{name: value}``."""
+
+    def compute(self, ctx: MetricContext) -> dict[str, float]:
+        raise NotImplementedError
+
+
+KINDS: dict[str, type[Plugin]] = {
+    "dataset": Dataset,
+    "knowledge": Knowledge,
+    "estimator": Estimator,
+    "privacy_model": PrivacyModel,
+    "anonymizer": Anonymizer,
+    "attacker": Attacker,
+    "metric": Metric,
+}
+
+ENTRY_POINT_GROUPS: dict[str, str] = {
+    "dataset": "cdpbench.datasets",
+    "knowledge": "cdpbench.knowledge",
+    "estimator": "cdpbench.estimators",
+    "privacy_model": "cdpbench.privacy_models",
+    "anonymizer": "cdpbench.anonymizers",
+    "attacker": "cdpbench.attackers",
+    "metric": "cdpbench.metrics",
+}

@@ -1,0 +1,167 @@
+"""Plugin discovery (entry points), instantiation and Hydra ConfigStore registration.
+
+Instantiation only goes through :meth:`Registry.create`: a config names a plugin by its registered
+name, never by an import path, so no config can make the program import or call arbitrary code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from .errors import ConfigError
+from .plugin import ENTRY_POINT_GROUPS, KINDS, Plugin
+
+NONE = "none"  # the option that disables an optional component (e.g. attacker=none)
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    kind: str
+    name: str
+    cls: type[Plugin]
+    distribution: str
+    version: str
+
+    @property
+    def doc(self) -> str:
+        doc = inspect.getdoc(self.cls) or ""
+        return doc.strip().splitlines()[0] if doc else ""
+
+    def parameters(self) -> list[tuple[str, str, Any, str]]:
+        """``(name, type, default, help)`` per parameter; help comes from ``metadata['help']``."""
+        rows = []
+        for f in dataclasses.fields(self.cls.Params):
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
+            )
+            typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+            rows.append((f.name, typ, default, f.metadata.get("help", "")))
+        return rows
+
+    def defaults(self) -> dict[str, Any]:
+        return {f.name: v for f, v in zip(dataclasses.fields(self.cls.Params), [p[2] for p in self.parameters()])}
+
+
+class Registry:
+    """Every installed plugin, discovered from the ``cdpbench.*`` entry-point groups."""
+
+    def __init__(self, entry_points: Mapping[str, list[metadata.EntryPoint]] | None = None):
+        self._eps: dict[str, dict[str, metadata.EntryPoint]] = {}
+        for kind, group in ENTRY_POINT_GROUPS.items():
+            eps = entry_points[kind] if entry_points is not None and kind in entry_points else metadata.entry_points(group=group)
+            self._eps[kind] = {ep.name: ep for ep in eps}
+        self._loaded: dict[tuple[str, str], PluginInfo] = {}
+
+    def names(self, kind: str) -> list[str]:
+        self._check_kind(kind)
+        return sorted(self._eps[kind])
+
+    def info(self, kind: str, name: str) -> PluginInfo:
+        self._check_kind(kind)
+        key = (kind, name)
+        if key not in self._loaded:
+            if name not in self._eps[kind]:
+                installed = ", ".join(self.names(kind)) or "none installed"
+                raise ConfigError(f"unknown {kind} {name!r}; installed: {installed}")
+            ep = self._eps[kind][name]
+            try:
+                cls = ep.load()
+            except Exception as e:  # a broken plugin must not take the CLI down with a traceback
+                raise ConfigError(f"{kind} {name!r} could not be loaded from {ep.value}: {e}") from e
+            base = KINDS[kind]
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise ConfigError(f"{kind} {name!r} ({ep.value}) is not a {base.__name__} subclass")
+            if not dataclasses.is_dataclass(cls.Params):
+                raise ConfigError(f"{kind} {name!r}: Params must be a dataclass")
+            dist = getattr(ep, "dist", None)
+            self._loaded[key] = PluginInfo(
+                kind, name, cls, dist.name if dist else "?", dist.version if dist else "?"
+            )
+        return self._loaded[key]
+
+    def all(self) -> list[PluginInfo]:
+        return [self.info(kind, name) for kind in ENTRY_POINT_GROUPS for name in self.names(kind)]
+
+    def params(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None) -> Any:
+        """Typed, validated parameters of plugin ``name`` from a mapping (``name`` key ignored)."""
+        info = self.info(kind, name)
+        raw = OmegaConf.to_container(values, resolve=True) if isinstance(values, DictConfig) else dict(values or {})
+        raw.pop("name", None)
+        allowed = [f.name for f in dataclasses.fields(info.cls.Params)]
+        unknown = [k for k in raw if k not in allowed]
+        if unknown:
+            raise ConfigError(f"{kind}.{unknown[0]} is not a parameter of {kind} {name!r}; allowed: {allowed}")
+        try:
+            conf = OmegaConf.merge(OmegaConf.structured(info.cls.Params), raw)
+            return OmegaConf.to_object(conf)
+        except ConfigError as e:
+            raise ConfigError(f"{kind}.{e}") from None
+        except OmegaConfBaseException as e:
+            key = getattr(e, "full_key", None) or getattr(e, "key", None) or "?"
+            msg = str(e).splitlines()[0]
+            raise ConfigError(f"{kind}.{key}: {msg}") from None
+
+    def create(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None) -> Plugin:
+        """Instantiate plugin ``name`` of ``kind`` with validated parameters."""
+        info = self.info(kind, name)
+        instance = info.cls(self.params(kind, name, values))
+        instance.plugin_name = name  # type: ignore[attr-defined]
+        return instance
+
+    def _check_kind(self, kind: str) -> None:
+        if kind not in ENTRY_POINT_GROUPS:
+            raise ConfigError(f"unknown plugin kind {kind!r}; kinds: {list(ENTRY_POINT_GROUPS)}")
+
+
+_DEFAULT: Registry | None = None
+
+
+def default_registry() -> Registry:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Registry()
+    return _DEFAULT
+
+
+def register_configs(registry: Registry | None = None) -> None:
+    """Store every plugin's defaults in Hydra's ConfigStore: group = kind, option = name.
+
+    The nodes are plain mappings (``{"name": ..., **defaults}``), not generated dataclasses, so a
+    composed config pickles for any launcher; types are checked by :meth:`Registry.params`.
+    """
+    from hydra.core.config_store import ConfigStore
+
+    registry = registry or default_registry()
+    cs = ConfigStore.instance()
+    for kind in ("dataset", "knowledge", "estimator", "privacy_model", "anonymizer", "attacker"):
+        for name in registry.names(kind):
+            try:
+                node = {"name": name, **_plain(registry.info(kind, name).defaults())}
+            except ConfigError:
+                continue  # reported by `cdpbench plugins` and on use
+            cs.store(group=kind, name=name, node=node)
+        if kind in ("attacker", "knowledge"):
+            cs.store(group=kind, name=NONE, node={"name": NONE})
+    metrics: dict[str, Any] = {}
+    for name in registry.names("metric"):
+        try:
+            metrics[name] = {"enabled": True, **_plain(registry.info("metric", name).defaults())}
+        except ConfigError:
+            continue
+    cs.store(group="metrics", name="all", node=metrics)
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, tuple):
+            v = list(v)
+        out[k] = v
+    return out
