@@ -1,0 +1,136 @@
+"""t-closeness (Li, Li, Venkatasubramanian, ICDE 2007).
+
+A QI-group satisfies t-closeness when the Earth Mover's Distance between its sensitive
+distribution P and the distribution Q of the whole table (``ctx.table_distribution``) is at most
+t. The three ground distances of the paper's §4 (how to calculate the EMD), each computed for all
+groups at once from ``[G, m]`` counts:
+
+* **equal** (every two values at distance 1): EMD = ``1/2 sum_i |p_i - q_i|`` (total variation).
+* **ordered** (values ``v_1 < ... < v_m`` in the domain order, distance ``|i - j| / (m - 1)``):
+  EMD = ``1/(m-1) sum_i |r_1 + ... + r_i|`` with ``r = p - q``.
+* **hierarchical** (distance between two leaves = ``level(lowest common ancestor) / H`` in the
+  sensitive attribute's taxonomy of height H): EMD = ``sum_N cost(N)`` over internal nodes N with
+  ``cost(N) = level(N)/H * min(pos_extra(N), neg_extra(N))``, where ``extra`` of a leaf is
+  ``p_i - q_i``, of an inner node the sum over its children, and ``pos_extra``/``neg_extra`` sum
+  the positive / negative extras of N's children.
+
+Every classic model here also takes a minimum group size ``k``. ``levels`` reports the smallest
+group size ``k`` and the largest EMD ``t`` of a publication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cdpbench.data import GroupBatch, Publication, Release
+from cdpbench.errors import ConfigError, DataError, require
+from cdpbench.plugin import ModelContext, PrivacyModel
+from cdpbench.schema import Schema
+from cdpbench.taxonomy import Taxonomy
+
+DISTANCES = ("equal", "ordered", "hierarchical")
+_TOL = 1e-12  # slack for float comparisons of an EMD with t
+
+
+@dataclass
+class TClosenessParams:
+    t: float = field(default=0.2, metadata={"help": "maximum EMD between a group's and the table's sensitive distribution, in [0, 1]"})
+    k: int = field(default=1, metadata={"help": "minimum number of records per QI-group (>= 1)"})
+    distance: str = field(
+        default="equal",
+        metadata={"help": "ground distance of the EMD: 'equal', 'ordered' (domain order) or 'hierarchical' (sensitive taxonomy)"},
+    )
+
+    def __post_init__(self) -> None:
+        require(
+            isinstance(self.t, (int, float)) and not isinstance(self.t, bool) and 0.0 <= self.t <= 1.0,
+            "t",
+            "a number in [0, 1]",
+            self.t,
+        )
+        require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
+        require(self.distance in DISTANCES, "distance", "one of 'equal', 'ordered', 'hierarchical'", self.distance)
+
+
+# ---------------------------------------------------------------------------- EMDs, [G, m] -> [G]
+def equal_emd(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """EMD with equal ground distance: half the L1 distance of each row of ``p`` to ``q``."""
+    return 0.5 * np.abs(p - q).sum(axis=1)
+
+
+def ordered_emd(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """EMD with ordered ground distance ``|i - j| / (m - 1)`` over the domain order."""
+    m = p.shape[1]
+    if m < 2:
+        return np.zeros(p.shape[0])
+    return np.abs(np.cumsum(p - q, axis=1)).sum(axis=1) / (m - 1)
+
+
+def hierarchical_emd(p: np.ndarray, q: np.ndarray, taxonomy: Taxonomy) -> np.ndarray:
+    """EMD with the height-based hierarchical ground distance of ``taxonomy`` (leaf code = column).
+
+    Node ids of a level increase with their leaf-code range, so the children of a node are a
+    contiguous run of ids of the level below and each level is one ``np.add.reduceat``.
+    """
+    H = taxonomy.height
+    extra = p - q  # level 0: one column per leaf
+    cost = np.zeros(p.shape[0])
+    if H == 0:
+        return cost
+    for h in range(1, H + 1):
+        first_child = taxonomy.node_of_leaf[h - 1, taxonomy.low[h]]  # [nodes at level h]
+        pos = np.add.reduceat(np.maximum(extra, 0.0), first_child, axis=1)
+        neg = np.add.reduceat(np.maximum(-extra, 0.0), first_child, axis=1)
+        cost += (h / H) * np.minimum(pos, neg).sum(axis=1)
+        extra = pos - neg
+    return cost
+
+
+class TCloseness(PrivacyModel):
+    """t-closeness: EMD(group, table) <= t (equal, ordered or hierarchical ground distance)."""
+
+    Params = TClosenessParams
+
+    def prepare(self, release: Release, ctx: ModelContext) -> None:
+        self._check_ground_distance(ctx.schema)
+
+    def _check_ground_distance(self, schema: Schema) -> None:
+        s = schema.sensitive
+        if self.params.distance == "hierarchical" and s.taxonomy is None:
+            raise ConfigError(
+                f"distance='hierarchical' needs a taxonomy for the sensitive attribute {s.name!r} "
+                "(schema.sensitive.hierarchy); use distance='equal' or 'ordered' or give it a hierarchy"
+            )
+        if self.params.distance == "ordered" and not s.ordered:
+            raise ConfigError(
+                f"distance='ordered' needs an ordered sensitive attribute; {s.name!r} is not declared "
+                "ordered (schema.sensitive.ordered: true)"
+            )
+
+    def distances(self, counts: np.ndarray, ctx: ModelContext) -> np.ndarray:
+        """``[G]`` EMD of each group (rows of ``counts``) to ``ctx.table_distribution``."""
+        self._check_ground_distance(ctx.schema)
+        q = np.asarray(ctx.table_distribution, dtype=float)
+        if q.shape != (counts.shape[1],):
+            raise DataError(
+                f"table_distribution has shape {q.shape}; the sensitive domain has {counts.shape[1]} values"
+            )
+        p = counts / np.maximum(counts.sum(axis=1), 1)[:, None]
+        if self.params.distance == "equal":
+            return equal_emd(p, q)
+        if self.params.distance == "ordered":
+            return ordered_emd(p, q)
+        return hierarchical_emd(p, q, ctx.schema.sensitive.taxonomy)
+
+    def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
+        counts = batch.counts()
+        return (counts.sum(axis=1) >= self.params.k) & (self.distances(counts, ctx) <= self.params.t + _TOL)
+
+    def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        counts = publication.group_counts()
+        if counts.shape[0] == 0:
+            return {"k": 0.0, "t": 0.0}
+        return {"k": float(counts.sum(axis=1).min()), "t": float(self.distances(counts, ctx).max())}
+
