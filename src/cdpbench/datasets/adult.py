@@ -1,0 +1,213 @@
+"""UCI Adult as a base table, its schema, and the "Adult continuous" scenario of BayFrame.
+
+The data file is the unmodified UCI ``adult.data`` (gzipped, see ``data/LICENSE-NOTICE.md``);
+rows with a missing value (``?`` in workclass, occupation or native-country) are dropped, leaving
+30,162 rows. Column names come from ``adult.names``; the unnamed class column is called
+``salary-class`` as in ARX. Categorical columns are generalized along the ARX hierarchies shipped
+in ``data/hierarchies/`` (``relationship`` has none and gets a flat taxonomy); numeric columns
+are :class:`~cdpbench.schema.NumericQI` with fixed domains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import ClassVar, Iterator
+
+import numpy as np
+import pandas as pd
+
+from ..data import Release
+from ..errors import ConfigError, require
+from ..plugin import Dataset
+from ..schema import CategoricalQI, NumericQI, Schema, Sensitive
+from ..taxonomy import Taxonomy
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+HIERARCHY_DIR = DATA_DIR / "hierarchies"
+
+#: Column order of ``adult.data`` (attribute list of ``adult.names``, class column last).
+ADULT_COLUMNS: tuple[str, ...] = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "salary-class",
+)
+NUMERIC_COLUMNS: tuple[str, ...] = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+CATEGORICAL_COLUMNS: tuple[str, ...] = tuple(c for c in ADULT_COLUMNS if c not in NUMERIC_COLUMNS)
+
+#: Documented domains (adult.names / the data set's description); the others come from the data.
+FIXED_DOMAINS: dict[str, tuple[float, float]] = {"age": (17, 90), "education-num": (1, 16), "hours-per-week": (1, 99)}
+
+#: ``relationship`` has no ARX hierarchy: a flat taxonomy over the values, in adult.names' order.
+RELATIONSHIP_VALUES: tuple[str, ...] = ("Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried")
+
+ADULT_ROWS = 30_162  # rows of adult.data without a missing value
+
+
+@lru_cache(maxsize=1)
+def _load_adult_cached() -> pd.DataFrame:
+    frame = pd.read_csv(
+        DATA_DIR / "adult.data.gz",
+        header=None,
+        names=list(ADULT_COLUMNS),
+        sep=",",
+        skipinitialspace=True,
+        skip_blank_lines=True,
+        dtype={c: str for c in CATEGORICAL_COLUMNS},
+    )
+    complete = ~(frame[list(CATEGORICAL_COLUMNS)] == "?").any(axis=1)
+    frame = frame.loc[complete].reset_index(drop=True)
+    for c in NUMERIC_COLUMNS:
+        frame[c] = frame[c].astype(np.int64)
+    return frame
+
+
+def load_adult() -> pd.DataFrame:
+    """The cleaned Adult training file: 30,162 rows, the 15 columns of :data:`ADULT_COLUMNS`.
+
+    Parsed once per process; every call returns a fresh copy, so callers may modify it.
+    """
+    return _load_adult_cached().copy()
+
+
+@lru_cache(maxsize=None)
+def adult_taxonomy(column: str) -> Taxonomy:
+    """The generalization taxonomy of a categorical Adult column (ARX hierarchy or flat)."""
+    require(column in CATEGORICAL_COLUMNS, "column", f"a categorical Adult column {list(CATEGORICAL_COLUMNS)}", column)
+    if column == "relationship":
+        return Taxonomy.flat(RELATIONSHIP_VALUES)
+    return Taxonomy.from_arx_csv(HIERARCHY_DIR / f"adult_hierarchy_{column}.csv")
+
+
+def check_adult_columns(qi: list[str] | tuple[str, ...], sensitive: str) -> None:
+    """Raise :class:`ConfigError` unless ``qi`` and ``sensitive`` name distinct Adult columns."""
+    allowed = list(ADULT_COLUMNS)
+    require(
+        isinstance(qi, (list, tuple)) and len(qi) >= 1 and all(isinstance(q, str) for q in qi),
+        "qi",
+        f"a non-empty list of Adult columns {allowed}",
+        qi,
+    )
+    unknown = [q for q in qi if q not in ADULT_COLUMNS]
+    if unknown:
+        raise ConfigError(f"qi names unknown Adult column(s) {unknown}; allowed: {allowed}")
+    twice = sorted({q for q in qi if list(qi).count(q) > 1})
+    if twice:
+        raise ConfigError(f"qi lists column(s) {twice} more than once")
+    require(sensitive in ADULT_COLUMNS, "sensitive", f"an Adult column {allowed}", sensitive)
+    if sensitive in qi:
+        raise ConfigError(f"sensitive attribute {sensitive!r} is also listed in qi {list(qi)}; it must not be a QI")
+
+
+def adult_schema(qi: list[str] | tuple[str, ...] = ("age", "sex", "education"), sensitive: str = "occupation") -> Schema:
+    """The schema of an Adult release: ``qi`` in matrix column order, one sensitive column.
+
+    Numeric QIs: age 17..90, education-num 1..16, hours-per-week 1..99; fnlwgt, capital-gain and
+    capital-loss span their range in the cleaned data. Categorical QIs use the ARX hierarchies.
+    A categorical sensitive attribute takes its domain (and taxonomy) from its hierarchy, so the
+    default, occupation, has the 14 occupations in the hierarchy's leaf order; a numeric one is
+    ordered, its domain being the distinct values present in the data. The respondent id column
+    is ``id``.
+    """
+    check_adult_columns(list(qi), sensitive)
+    attrs = []
+    for name in qi:
+        if name in NUMERIC_COLUMNS:
+            low, high = _numeric_domain(name)
+            attrs.append(NumericQI(name, low, high))
+        else:
+            attrs.append(CategoricalQI(name, adult_taxonomy(name)))
+    if sensitive in CATEGORICAL_COLUMNS:
+        tax = adult_taxonomy(sensitive)
+        sens = Sensitive(sensitive, tax.leaves, ordered=False, taxonomy=tax)
+    else:
+        values = np.unique(_load_adult_cached()[sensitive].to_numpy())
+        sens = Sensitive(sensitive, tuple(str(v) for v in values), ordered=True)
+    return Schema(tuple(attrs), sens, respondent="id")
+
+
+def _numeric_domain(name: str) -> tuple[float, float]:
+    if name in FIXED_DOMAINS:
+        low, high = FIXED_DOMAINS[name]
+        return float(low), float(high)
+    col = _load_adult_cached()[name]
+    return float(col.min()), float(col.max())
+
+
+# ---------------------------------------------------------------------------- the scenario
+def _count(value: object, name: str, minimum: int) -> None:
+    require(
+        isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+        name,
+        f"an integer >= {minimum}",
+        value,
+    )
+
+
+@dataclass
+class AdultContinuousParams:
+    releases: int = field(default=24, metadata={"help": "number of releases T (>= 1)"})
+    initial: int = field(default=4000, metadata={"help": "records in the first release |T1| (>= 1)"})
+    deletions: int = field(default=400, metadata={"help": "records of T(i-1) deleted at each later release (>= 0)"})
+    insertions: int = field(default=400, metadata={"help": "never-used Adult rows inserted at each later release (>= 0)"})
+    updates: int = field(
+        default=400,
+        metadata={"help": "records kept from T(i-1) whose sensitive value is re-drawn uniformly (may stay the same) (>= 0)"},
+    )
+    qi: list[str] = field(
+        default_factory=lambda: ["age", "sex", "education"],
+        metadata={"help": f"quasi-identifier columns, in matrix order; any of {list(ADULT_COLUMNS)}"},
+    )
+    sensitive: str = field(default="occupation", metadata={"help": "the sensitive column (an Adult column not in qi)"})
+
+    def __post_init__(self) -> None:
+        _count(self.releases, "releases", 1)
+        _count(self.initial, "initial", 1)
+        for name in ("deletions", "insertions", "updates"):
+            _count(getattr(self, name), name, 0)
+        check_adult_columns(self.qi, self.sensitive)
+
+
+class AdultContinuous(Dataset):
+    """Adult continuous (BayFrame §6.1): 4,000 records, then 400 deletions, insertions and updates a release."""
+
+    Params = AdultContinuousParams
+    scenario: ClassVar[str] = "continuous"
+
+    def releases(self, rng: np.random.Generator) -> Iterator[Release]:
+        """Releases 1..T, all randomness from ``rng`` (same seed => identical releases).
+
+        QI = age, sex, education and sensitive = occupation by default (Amiri et al., Trans. Data
+        Privacy 12, 2019, §6.1). Updated records are drawn among the records that stay from
+        T(i-1), so each release re-draws exactly ``updates`` values of the table it publishes;
+        there are no re-insertions. The paper gives neither T nor a seed; 24 releases matches the
+        length of its other data set, BKseq.
+        """
+        from .churn import churn_process
+
+        p = self.params
+        return churn_process(
+            load_adult(),
+            adult_schema(p.qi, p.sensitive),
+            initial=p.initial,
+            deletions=p.deletions,
+            insertions=p.insertions,
+            updates=p.updates,
+            reinsertions=0,
+            releases=p.releases,
+            rng=rng,
+            name="Adult",
+        )
