@@ -1,0 +1,76 @@
+"""What each adversary's posterior beliefs reveal about the published records.
+
+For a published real (non-counterfeit) record of respondent ``r`` with true sensitive value ``s``
+in group ``Q`` (``|Q|`` counts every published tuple of the group, counterfeits included, as the
+adversary sees them), let ``p`` be the adversary's posterior of ``r`` on ``s`` and
+``a = m(s) / |Q|`` the share of ``s`` in ``Q`` (the belief of an adversary who only counts the
+group's values). Averaged over those records:
+
+* ``gain_rho`` — JS-reduce §7.2, the average adversary gain ``rho = mean (p - a) / (1 - a)``
+  (signed: negative when background knowledge misleads). A record with ``a = 1`` (its group
+  holds only ``s``) has an undefined ratio; it contributes 0, as both beliefs are then 1.
+* ``gain_g`` — BayFrame §6.2 eq. 8, ``G = |p - a| / (1 - a)``, and ``|1 - p|`` when ``a = 1``.
+  ``G`` lies in [0, max(a, 1 - a) / (1 - a)]: it exceeds 1 only when a posterior falls below
+  ``2a - 1`` on a value holding more than half of the group.
+* ``confidence`` — the average posterior on the true value, ``mean p`` (in [0, 1]).
+
+Posteriors are matched to records by respondent id; records whose respondent the attacker gives
+no posterior for are left out (every value is NaN when none is left).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import Publication
+from ..plugin import AttackResult, Metric, MetricContext
+
+
+def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, a)`` for the published real records the attack has a posterior for."""
+    real = ~publication.counterfeit
+    resp = publication.respondent[real]
+    s = publication.sensitive[real]
+    grp = publication.group[real]
+    order = np.argsort(attack.respondent, kind="stable")
+    known = attack.respondent[order]
+    pos = np.minimum(np.searchsorted(known, resp), max(len(known) - 1, 0))
+    found = (known[pos] == resp) if len(known) else np.zeros(len(resp), dtype=bool)
+    rows = order[pos[found]]
+    p = np.asarray(attack.posterior, dtype=float)[rows, s[found]]
+    counts = publication.group_counts()
+    sizes = publication.group_sizes()
+    a = counts[grp[found], s[found]] / sizes[grp[found]]
+    return p, a
+
+
+def gains(p: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record ``(rho term, G)``; see the module docstring for ``a = 1``."""
+    full = a >= 1.0
+    denom = np.where(full, 1.0, 1.0 - a)
+    rho = np.where(full, 0.0, (p - a) / denom)
+    g = np.where(full, np.abs(1.0 - p), np.abs(p - a) / denom)
+    return rho, g
+
+
+class BeliefMetrics(Metric):
+    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8) and confidence, per attacker.
+
+    Keys, for every attacker label ``L`` whose result has a posterior: ``L.gain_rho``,
+    ``L.gain_g``, ``L.confidence``.
+    """
+
+    def compute(self, ctx: MetricContext) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for label, attack in ctx.attacks.items():
+            if attack.posterior is None:
+                continue
+            p, a = true_value_beliefs(ctx.publication, attack)
+            if len(p) == 0:
+                out.update({f"{label}.gain_rho": np.nan, f"{label}.gain_g": np.nan, f"{label}.confidence": np.nan})
+                continue
+            rho, g = gains(p, a)
+            out[f"{label}.gain_rho"] = float(rho.mean())
+            out[f"{label}.gain_g"] = float(g.mean())
+            out[f"{label}.confidence"] = float(p.mean())
+        return out
