@@ -164,7 +164,7 @@ class Publication:
             raise ValueError("categorical must be 'taxonomy' or 'set'")
         g = np.asarray(group_of_record, dtype=np.int64)
         keep = g >= 0
-        # renumber groups 0..G-1 in order of first appearance of their smallest record index
+        # renumber groups 0..G-1 in the sorted order of their labels
         uniq, inv = np.unique(g[keep], return_inverse=True)
         group = inv.astype(np.int64)
         G = len(uniq)

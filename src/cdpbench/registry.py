@@ -89,29 +89,31 @@ class Registry:
     def all(self) -> list[PluginInfo]:
         return [self.info(kind, name) for kind in ENTRY_POINT_GROUPS for name in self.names(kind)]
 
-    def params(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None) -> Any:
-        """Typed, validated parameters of plugin ``name`` from a mapping (``name`` key ignored)."""
+    def params(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None, where: str | None = None) -> Any:
+        """Typed, validated parameters of plugin ``name`` from a mapping (``name`` key ignored).
+        Errors name the field as ``<where>.<param>`` (``where`` defaults to the kind)."""
         info = self.info(kind, name)
+        where = where or kind
         raw = OmegaConf.to_container(values, resolve=True) if isinstance(values, DictConfig) else dict(values or {})
         raw.pop("name", None)
         allowed = [f.name for f in dataclasses.fields(info.cls.Params)]
         unknown = [k for k in raw if k not in allowed]
         if unknown:
-            raise ConfigError(f"{kind}.{unknown[0]} is not a parameter of {kind} {name!r}; allowed: {allowed}")
+            raise ConfigError(f"{where}.{unknown[0]} is not a parameter of {kind} {name!r}; allowed: {allowed}")
         try:
             conf = OmegaConf.merge(OmegaConf.structured(info.cls.Params), raw)
             return OmegaConf.to_object(conf)
         except ConfigError as e:
-            raise ConfigError(f"{kind}.{e}") from None
+            raise ConfigError(f"{where}.{e}") from None
         except OmegaConfBaseException as e:
             key = getattr(e, "full_key", None) or getattr(e, "key", None) or "?"
             msg = str(e).splitlines()[0]
-            raise ConfigError(f"{kind}.{key}: {msg}") from None
+            raise ConfigError(f"{where}.{key}: {msg}") from None
 
-    def create(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None) -> Plugin:
+    def create(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None, where: str | None = None) -> Plugin:
         """Instantiate plugin ``name`` of ``kind`` with validated parameters."""
         info = self.info(kind, name)
-        instance = info.cls(self.params(kind, name, values))
+        instance = info.cls(self.params(kind, name, values, where))
         instance.plugin_name = name  # type: ignore[attr-defined]
         return instance
 

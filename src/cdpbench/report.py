@@ -1,0 +1,134 @@
+"""``cdpbench report``: compare the runs of a sweep (or of an experiment).
+
+Draws a chosen metric against release with one line per run, labelled by the parameters that
+differ between the runs, writes a summary table of per-run means of every metric (CSV), saves both
+under ``outputs/reports/<id>/`` and logs them to the sweep's parent run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import plots, tracking
+from .errors import CdpbenchError
+
+IGNORED_PARAMS = ("tracking.", "progress", "hydra")
+
+
+def report_command(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="cdpbench report", description="Plot a metric against release for every run of a sweep.")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--parent", help="parent run id of a sweep")
+    src.add_argument("--latest", action="store_true", help="the most recent sweep (default)")
+    ap.add_argument("--experiment", help="MLflow experiment name: restrict --latest to it, or, with --all-runs, use every run in it")
+    ap.add_argument("--all-runs", action="store_true", help="use every job run of --experiment instead of one sweep")
+    ap.add_argument("--metric", default="gain_rho", help="metric key, or a suffix such as gain_rho (matches snapshot.gain_rho)")
+    ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
+    ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
+    args = ap.parse_args(argv)
+    uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
+    c = tracking.client(uri)
+    parent, runs, name = _select_runs(c, args)
+    histories = {r.info.run_id: _histories(c, r) for r in runs}
+    labels = _labels(runs)
+    series: dict[str, pd.Series] = {}
+    rows = []
+    for r in runs:
+        hist = histories[r.info.run_id]
+        keys = _matching(hist, args.metric)
+        for key in keys:
+            lab = labels[r.info.run_id] + (f" [{key}]" if len(keys) > 1 else "")
+            series[lab] = hist[key]
+        row = {"run": labels[r.info.run_id], "run_id": r.info.run_id, "status": r.info.status}
+        row.update({k: float(s.mean()) for k, s in sorted(hist.items())})
+        rows.append(row)
+    if not series:
+        available = sorted({k for h in histories.values() for k in h})
+        raise CdpbenchError(f"no run has metric {args.metric!r}; available: {available}")
+    out = args.out or Path.cwd() / "outputs" / "reports" / (parent or name)
+    out.mkdir(parents=True, exist_ok=True)
+    metric_file = args.metric.replace("/", "_")
+    png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
+    csv = out / "summary.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    if parent:
+        c.log_artifact(parent, str(png), "report")
+        c.log_artifact(parent, str(csv), "report")
+    print(f"plot:    {png}")
+    print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
+    mlflow_cmd = Path(sys.executable).parent / "mlflow"
+    mlflow_cmd = str(mlflow_cmd) if mlflow_cmd.exists() else "mlflow"
+    print(f"browse:  {mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
+    return 0
+
+
+def _select_runs(c, args):
+    exp_ids = [e.experiment_id for e in c.search_experiments()]
+    if args.experiment:
+        exp = c.get_experiment_by_name(args.experiment)
+        if exp is None:
+            raise CdpbenchError(f"no MLflow experiment named {args.experiment!r}; have: {[e.name for e in c.search_experiments()]}")
+        exp_ids = [exp.experiment_id]
+    if args.all_runs:
+        if not args.experiment:
+            raise CdpbenchError("--all-runs needs --experiment NAME")
+        runs = c.search_runs(exp_ids, filter_string="tags.`cdpbench.kind` = 'job'", max_results=5000)
+        if not runs:
+            raise CdpbenchError(f"experiment {args.experiment!r} has no runs")
+        return None, runs, args.experiment
+    if args.parent:
+        parent = args.parent
+        try:
+            exp_ids = [c.get_run(parent).info.experiment_id]
+        except Exception:
+            raise CdpbenchError(f"no MLflow run with id {parent!r} in {c.tracking_uri}") from None
+    else:
+        sweeps = c.search_runs(exp_ids, filter_string="tags.`cdpbench.kind` = 'sweep'", order_by=["attributes.start_time DESC"], max_results=1)
+        if not sweeps:
+            raise CdpbenchError(f"no sweep found in {c.tracking_uri}; run one with `cdpbench -m ...` first")
+        parent = sweeps[0].info.run_id
+    runs = c.search_runs(exp_ids, filter_string=f"tags.mlflow.parentRunId = '{parent}'", max_results=5000)
+    if not runs:
+        raise CdpbenchError(f"sweep {parent} has no child runs")
+    return parent, runs, c.get_run(parent).info.run_name or parent
+
+
+def _histories(c, run) -> dict[str, pd.Series]:
+    out = {}
+    for key in run.data.metrics:
+        hist = c.get_metric_history(run.info.run_id, key)
+        s = pd.Series({m.step: m.value for m in hist}).sort_index()
+        s.index.name = "release"
+        out[key] = s
+    return out
+
+
+def _matching(hist: dict[str, pd.Series], metric: str) -> list[str]:
+    if metric in hist:
+        return [metric]
+    return sorted(k for k in hist if k.endswith("." + metric))
+
+
+def _labels(runs) -> dict[str, str]:
+    """Label runs by what differs between them: the command-line overrides of each job that are
+    not shared by every job (e.g. ``privacy_model=l_diversity privacy_model.k=5``); runs without
+    that tag fall back to the flattened parameters that differ."""
+    overrides = [r.data.tags.get("cdpbench.overrides") for r in runs]
+    if all(o is not None for o in overrides):
+        tokens = [o.split() for o in overrides]
+        common = set.intersection(*(set(t) for t in tokens)) if tokens else set()
+        labels = [" ".join(t for t in toks if t not in common) for toks in tokens]
+        if len(set(labels)) == len(labels):
+            return {r.info.run_id: lab or (r.info.run_name or r.info.run_id[:8]) for r, lab in zip(runs, labels)}
+    params = [{k: v for k, v in r.data.params.items() if not k.startswith(IGNORED_PARAMS)} for r in runs]
+    keys = sorted({k for p in params for k in p})
+    varying = [k for k in keys if len({p.get(k) for p in params}) > 1]
+    out = {}
+    for r, p in zip(runs, params):
+        parts = [f"{k.removesuffix('.name')}={p[k]}" for k in varying if k in p]
+        out[r.info.run_id] = ", ".join(parts) or r.info.run_name or r.info.run_id[:8]
+    return out

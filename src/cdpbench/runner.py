@@ -1,0 +1,164 @@
+"""The release loop (DESIGN.md §3).
+
+``dataset.releases() -> for t = 1..T``: defender prior (if the anonymizer asks for one) ->
+``anonymizer.publish`` -> the declared privacy model re-verifies the publication (violations are
+a metric, never hidden) -> every attacker observes the public view -> every metric -> one row of
+numbers per release, logged to MLflow with ``step = t``.
+
+Randomness: one :class:`numpy.random.SeedSequence` from ``cfg.seed`` is split into independent
+streams for the data set, the anonymizer, each attacker and the metrics, so the same config and
+seed give identical numbers whatever the number of parallel jobs. Wall times (``time_*``) are the
+only numbers that vary between identical runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from .data import History
+from .datasets.validate import validated
+from .errors import ConfigError
+from .plugin import (
+    AttackContext,
+    Attacker,
+    Metric,
+    MetricContext,
+    ModelContext,
+    PublishContext,
+)
+from .registry import NONE, Registry, default_registry
+
+
+@dataclass
+class Components:
+    dataset: Any
+    anonymizer: Any
+    privacy_model: Any
+    knowledge: Any | None
+    attackers: dict[str, Attacker]
+    metrics: dict[str, Metric]
+    names: dict[str, str] = field(default_factory=dict)
+
+
+def build(cfg: DictConfig, registry: Registry | None = None) -> Components:
+    """Instantiate every component of a run through the registry (validating parameters)."""
+    reg = registry or default_registry()
+
+    def make(kind: str, node: Any, where: str | None = None) -> Any:
+        if node is None or "name" not in node:
+            raise ConfigError(f"{where or kind} must name a plugin; installed: {', '.join(reg.names(kind))}")
+        return reg.create(kind, str(node["name"]), node, where)
+
+    names = {}
+    dataset = make("dataset", cfg.dataset)
+    anonymizer = make("anonymizer", cfg.anonymizer)
+    model = make("privacy_model", cfg.privacy_model)
+    names.update(dataset=cfg.dataset.name, anonymizer=cfg.anonymizer.name, privacy_model=cfg.privacy_model.name)
+    knowledge = None
+    if cfg.get("knowledge") and cfg.knowledge.name != NONE:
+        knowledge = make("knowledge", cfg.knowledge)
+        names["knowledge"] = cfg.knowledge.name
+    attackers: dict[str, Attacker] = {}
+    if cfg.get("attacker") and cfg.attacker.name != NONE:
+        attackers[str(cfg.attacker.get("label") or cfg.attacker.name)] = make("attacker", _without(cfg.attacker, "label"))
+        names["attacker"] = cfg.attacker.name
+    for label, node in (cfg.get("extra_attackers") or {}).items():
+        if label in attackers:
+            raise ConfigError(f"extra_attackers.{label}: the label is already used by another attacker")
+        attackers[str(label)] = make("attacker", node, f"extra_attackers.{label}")
+    metrics: dict[str, Metric] = {}
+    for name, node in (cfg.get("metrics") or {}).items():
+        if node is not None and node.get("enabled", True):
+            metrics[str(name)] = reg.create("metric", str(name), _without(node, "enabled"), f"metrics.{name}")
+    if anonymizer.needs_prior and knowledge is None:
+        raise ConfigError(
+            f"anonymizer {names['anonymizer']!r} needs defender knowledge; set knowledge=<name> "
+            f"(installed: {', '.join(reg.names('knowledge'))})"
+        )
+    return Components(dataset, anonymizer, model, knowledge, attackers, metrics, names)
+
+
+def _without(node: DictConfig, key: str) -> dict:
+    d = OmegaConf.to_container(node, resolve=True)
+    d.pop(key, None)
+    return d
+
+
+def run_releases(
+    cfg: DictConfig,
+    comp: Components,
+    on_release: Callable[[int, dict[str, float]], None] | None = None,
+    progress: bool = True,
+    label: str | None = None,
+) -> pd.DataFrame:
+    """Run the release loop; returns one row of metrics per release (index = t)."""
+    from tqdm.auto import tqdm
+
+    seeds = np.random.SeedSequence(int(cfg.seed)).spawn(4 + len(comp.attackers))
+    data_rng, anon_rng, metric_rng = (np.random.default_rng(s) for s in seeds[:3])
+    attack_rngs = {label: np.random.default_rng(s) for label, s in zip(comp.attackers, seeds[4:])}
+    history = History()
+    views: dict[str, list] = {label: [] for label in comp.attackers}
+    rows: list[dict[str, float]] = []
+    releases = validated(comp.dataset.releases(data_rng), comp.dataset.scenario)
+    total = getattr(comp.dataset.params, "releases", None)
+    bar = tqdm(releases, total=total, desc=label or _label(comp), unit="release", disable=not progress, leave=False)
+    for release in bar:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        model_ctx = ModelContext(
+            schema=release.schema,
+            table_distribution=release.sensitive_distribution(),
+            history=history,
+            release=release,
+        )
+        prior = comp.knowledge.prior(release) if comp.anonymizer.needs_prior else None
+        comp.privacy_model.prepare(release, model_ctx)
+        timings["time_prior"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        publication = comp.anonymizer.publish(
+            release, PublishContext(comp.privacy_model, model_ctx, history, anon_rng, prior)
+        )
+        timings["time_publish"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        report = comp.privacy_model.verify(publication, model_ctx)
+        timings["time_verify"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        view = publication.public()
+        attacks = {}
+        for label, attacker in comp.attackers.items():
+            views[label].append(view)
+            attacks[label] = attacker.observe(view, AttackContext(release, views[label], attack_rngs[label]))
+        timings["time_attack"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        row: dict[str, float] = {"violations": float(report.violations), "satisfied": float(report.satisfied)}
+        row.update({f"level.{k}": float(v) for k, v in report.levels.items()})
+        mctx = MetricContext(release, publication, attacks, report, metric_rng, timings, history)
+        for name, metric in comp.metrics.items():
+            for key, value in metric.compute(mctx).items():
+                row[key] = float(value)
+        for label, result in attacks.items():
+            for key, value in result.extra.items():
+                row[f"{label}.{key}"] = float(value)
+        timings["time_metrics"] = time.perf_counter() - t0
+        row.update(timings)
+        row["time_total"] = sum(timings.values())
+        history.releases.append(release)
+        history.publications.append(publication)
+        rows.append(row)
+        if on_release:
+            on_release(release.t, row)
+    bar.close()
+    if not rows:
+        raise ConfigError("dataset produced no releases; check dataset.releases")
+    return pd.DataFrame(rows, index=pd.RangeIndex(1, len(rows) + 1, name="release"))
+
+
+def _label(comp: Components) -> str:
+    return f"{comp.names.get('anonymizer')}+{comp.names.get('privacy_model')}"
