@@ -120,14 +120,22 @@ class Dataset(Plugin):
 
 
 class Knowledge(Plugin):
-    """Background knowledge (``cdpbench.knowledge``): a prior ``[n, m]`` over the sensitive domain
-    for every record of a release, given its QI (BK_sv); sequential knowledge plugins also
-    implement ``revise``."""
+    """Background knowledge (``cdpbench.knowledge``).
+
+    ``prior(release)``: beliefs ``[n, m]`` over the sensitive domain for every record of the
+    release (rows aligned with the release), given its QI (BK_sv) and, for sequential knowledge,
+    revised by what was learnt from earlier releases (RBK_sv). An attacker's knowledge must not
+    read ``release.sensitive`` unless it models a defender (IE knowledge).
+
+    ``revise(view, posterior, respondent)``: after a release, the posterior beliefs ``[p, m]``
+    (rows aligned with ``respondent``) computed on that release; ``posterior`` may be ``None``
+    when no estimator is configured. Default: no-op (BK_sv-only knowledge).
+    """
 
     def prior(self, release: Release) -> np.ndarray:
         raise NotImplementedError
 
-    def revise(self, publication: PublicView | Publication, posterior: np.ndarray, respondent: np.ndarray) -> None:
+    def revise(self, view: PublicView, posterior: np.ndarray | None, respondent: np.ndarray) -> None:
         """Update internal state after a release (sequential knowledge); default: no-op."""
 
 
@@ -145,7 +153,10 @@ class Estimator(Plugin):
 
 class PrivacyModel(Plugin):
     """A predicate on candidate groups and a verifier of whole publications
-    (``cdpbench.privacy_models``)."""
+    (``cdpbench.privacy_models``). ``needs_prior``: the model reads per-record beliefs
+    (``GroupBatch.prior``), from the defender's knowledge or set by its own ``prepare``."""
+
+    needs_prior: ClassVar[bool] = False
 
     def prepare(self, release: Release, ctx: ModelContext) -> None:
         """Called once per release before anonymization; a model that needs per-record beliefs

@@ -41,6 +41,7 @@ class Components:
     anonymizer: Any
     privacy_model: Any
     knowledge: Any | None
+    estimator: Any | None
     attackers: dict[str, Attacker]
     metrics: dict[str, Metric]
     names: dict[str, str] = field(default_factory=dict)
@@ -60,10 +61,13 @@ def build(cfg: DictConfig, registry: Registry | None = None) -> Components:
     anonymizer = make("anonymizer", cfg.anonymizer)
     model = make("privacy_model", cfg.privacy_model)
     names.update(dataset=cfg.dataset.name, anonymizer=cfg.anonymizer.name, privacy_model=cfg.privacy_model.name)
-    knowledge = None
+    knowledge = estimator = None
     if cfg.get("knowledge") and cfg.knowledge.name != NONE:
         knowledge = make("knowledge", cfg.knowledge)
         names["knowledge"] = cfg.knowledge.name
+        if cfg.get("estimator"):
+            estimator = make("estimator", cfg.estimator)
+            names["estimator"] = cfg.estimator.name
     attackers: dict[str, Attacker] = {}
     if cfg.get("attacker") and cfg.attacker.name != NONE:
         attackers[str(cfg.attacker.get("label") or cfg.attacker.name)] = make("attacker", _without(cfg.attacker, "label"))
@@ -81,7 +85,7 @@ def build(cfg: DictConfig, registry: Registry | None = None) -> Components:
             f"anonymizer {names['anonymizer']!r} needs defender knowledge; set knowledge=<name> "
             f"(installed: {', '.join(reg.names('knowledge'))})"
         )
-    return Components(dataset, anonymizer, model, knowledge, attackers, metrics, names)
+    return Components(dataset, anonymizer, model, knowledge, estimator, attackers, metrics, names)
 
 
 def _without(node: DictConfig, key: str) -> dict:
@@ -118,8 +122,14 @@ def run_releases(
             history=history,
             release=release,
         )
-        prior = comp.knowledge.prior(release) if comp.anonymizer.needs_prior else None
-        comp.privacy_model.prepare(release, model_ctx)
+        # the defender's beliefs about this release's respondents (revised by past releases)
+        prior = comp.knowledge.prior(release) if comp.knowledge is not None else None
+        model_ctx.prior = prior
+        comp.privacy_model.prepare(release, model_ctx)  # a model may set its own beliefs here
+        if comp.privacy_model.needs_prior and model_ctx.prior is None:
+            raise ConfigError(
+                f"privacy_model {comp.names['privacy_model']!r} needs the defender's beliefs; set knowledge=<name>"
+            )
         timings["time_prior"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         publication = comp.anonymizer.publish(
@@ -129,6 +139,14 @@ def run_releases(
         t0 = time.perf_counter()
         report = comp.privacy_model.verify(publication, model_ctx)
         timings["time_verify"] = time.perf_counter() - t0
+        if comp.knowledge is not None:
+            # Fig. 2 of JS-reduce: the defender computes the posterior an adversary with its
+            # knowledge would reach on this publication and revises its beliefs with it.
+            t0 = time.perf_counter()
+            defender_view = publication.public()
+            defender_post = defender_posterior(comp, release, publication, prior)
+            comp.knowledge.revise(defender_view, defender_post, publication.respondent)
+            timings["time_revise"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         view = publication.public()
         attacks = {}
@@ -158,6 +176,20 @@ def run_releases(
     if not rows:
         raise ConfigError("dataset produced no releases; check dataset.releases")
     return pd.DataFrame(rows, index=pd.RangeIndex(1, len(rows) + 1, name="release"))
+
+
+def defender_posterior(comp: Components, release, publication, prior: np.ndarray | None) -> np.ndarray | None:
+    """Posterior beliefs ``[p, m]`` on the published records' respondents, from the defender's
+    prior (aligned with release rows) and its estimator; ``None`` without an estimator."""
+    if comp.estimator is None or prior is None:
+        return None
+    weights = prior[np.maximum(publication.row, 0)]
+    if publication.counterfeit.any():
+        weights = weights.copy()
+        weights[publication.counterfeit] = 1.0 / release.n_values
+    return comp.estimator.posterior(
+        weights, publication.sensitive, publication.group, publication.n_groups, release.n_values
+    )
 
 
 def _label(comp: Components) -> str:
