@@ -1,0 +1,135 @@
+"""The JS-reduce privacy model (Riboni, Pareschi, Bettini, TDSC 2012, §6.1–§6.3).
+
+A QI-group Q is accepted when
+
+* |Q| >= k (k-anonymity),
+* the EMD between Q's sensitive distribution and the whole release's is at most t (t-closeness,
+  delegated to the classic ``t_closeness`` model, created through the registry with
+  ``{"t": t, "k": 1, "distance": t_distance}``), and
+* the Jensen–Shannon divergence of the beliefs the defender holds about Q's respondents
+  (RBK^sv, or BK^sv for respondents seen for the first time: ``GroupBatch.prior``) is at most j.
+
+Jensen–Shannon divergence (§6.2, after Lin 1991) of distributions p^1..p^u with weights π^i:
+
+    JS(P) = H(Σ_i π^i p^i) − Σ_i π^i H(p^i),
+
+H the Shannon entropy. The paper gives every respondent the same weight (π^i = 1/|Q|: the beliefs
+already carry the adversary's confidence). Entropies here are in **bits (log base 2)**, so the
+JS of two distributions lies in [0, 1] (1 for two disjoint point masses). For a group of u > 2
+respondents the divergence can exceed 1: its maximum is log2(min(u, m)) (e.g. log2 3 for three
+disjoint point masses), so j = 1 does not switch the condition off.
+
+Each belief row is normalized to sum 1 before the divergence is computed (revised beliefs may be
+raw, not normalized: §5.3 and Table 4b); a row with no mass at all (knowledge that rules out every
+value) is taken as the uniform distribution. ``0 · log 0 = 0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cdpbench.data import GroupBatch, Publication, Release
+from cdpbench.errors import ConfigError, DataError, require
+from cdpbench.plugin import ModelContext, PrivacyModel
+from cdpbench.registry import default_registry
+
+DISTANCES = ("equal", "ordered", "hierarchical")
+_TOL = 1e-12  # slack for float comparisons of a divergence with j
+
+
+@dataclass
+class JSReduceParams:
+    k: int = field(default=3, metadata={"help": "minimum number of records per QI-group (>= 1)"})
+    t: float = field(default=0.5, metadata={"help": "t-closeness threshold: maximum EMD between a group's and the release's sensitive distribution, in [0, 1]"})
+    j: float = field(default=0.6, metadata={"help": "maximum Jensen-Shannon divergence (bits, equal weights) of the beliefs about a group's respondents, in [0, 1]"})
+    t_distance: str = field(
+        default="equal",
+        metadata={"help": "ground distance of the t-closeness EMD: 'equal', 'ordered' (domain order) or 'hierarchical' (sensitive taxonomy)"},
+    )
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
+        for name in ("t", "j"):
+            v = getattr(self, name)
+            require(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0, name, "a number in [0, 1]", v)
+        require(self.t_distance in DISTANCES, "t_distance", "one of 'equal', 'ordered', 'hierarchical'", self.t_distance)
+
+
+def normalized_beliefs(beliefs: np.ndarray) -> np.ndarray:
+    """Rows of ``beliefs`` scaled to sum 1; an all-zero row becomes uniform."""
+    b = np.asarray(beliefs, dtype=float)
+    total = b.sum(axis=1, keepdims=True)
+    if (total > 0).all():
+        return b / total
+    m = b.shape[1]
+    return np.where(total > 0, b / np.where(total > 0, total, 1.0), 1.0 / max(m, 1))
+
+
+def entropy_bits(p: np.ndarray) -> np.ndarray:
+    """Shannon entropy in bits of each row of ``p`` (rows sum to 1; ``0 log 0 = 0``)."""
+    log = np.log2(p, out=np.zeros_like(p), where=p > 0)
+    return -np.einsum("ij,ij->i", p, log)
+
+
+def js_divergence(beliefs: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
+    """``[n_groups]`` Jensen–Shannon divergence (bits, equal weights; JS-reduce §6.2) of the belief
+    rows of each group: row ``i`` (normalized to sum 1) belongs to group ``segment[i]``. An empty
+    group has divergence 0."""
+    segment = np.asarray(segment, dtype=np.int64)
+    p = normalized_beliefs(beliefs)
+    n, m = p.shape
+    G = int(n_groups)
+    sizes = np.bincount(segment, minlength=G).astype(float)
+    per = np.maximum(sizes, 1.0)
+    flat = (segment[:, None] * m + np.arange(m)).ravel()
+    mean = np.bincount(flat, weights=p.ravel(), minlength=G * m).reshape(G, m) / per[:, None]
+    mean_entropy = np.bincount(segment, weights=entropy_bits(p), minlength=G) / per
+    return np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
+
+
+class JSReduceModel(PrivacyModel):
+    """JS-reduce (TDSC 2012): |Q| >= k, t-closeness <= t, JS divergence of the group's beliefs <= j."""
+
+    Params = JSReduceParams
+    needs_prior = True
+
+    def __init__(self, params: JSReduceParams | None = None):
+        super().__init__(params)
+        p = self.params
+        self.closeness = default_registry().create(
+            "privacy_model", "t_closeness", {"t": p.t, "k": 1, "distance": p.t_distance}, where="privacy_model"
+        )
+
+    def prepare(self, release: Release, ctx: ModelContext) -> None:
+        self.closeness.prepare(release, ctx)
+
+    def _divergence(self, prior: np.ndarray | None, segment: np.ndarray, n_groups: int, n_values: int) -> np.ndarray:
+        if prior is None:
+            raise ConfigError(
+                "privacy_model js_reduce needs the defender's beliefs about every record (GroupBatch.prior); "
+                "set knowledge=<name> (e.g. knowledge=dk)"
+            )
+        prior = np.asarray(prior, dtype=float)
+        if prior.shape != (len(segment), n_values):
+            raise DataError(f"prior must have shape ({len(segment)}, {n_values}) (records x sensitive values); got {prior.shape}")
+        if (prior < 0).any() or not np.isfinite(prior).all():
+            raise DataError("prior beliefs must be finite and non-negative")
+        return js_divergence(prior, segment, n_groups)
+
+    def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
+        js = self._divergence(batch.prior, batch.segment, batch.n_groups, batch.n_values)
+        ok = batch.sizes() >= self.params.k
+        ok &= np.asarray(self.closeness.accepts(batch, ctx), dtype=bool)
+        return ok & (js <= self.params.j + _TOL)
+
+    def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        if publication.n_groups == 0:
+            return {"k": 0.0, "t": 0.0, "j": 0.0}
+        js = self._divergence(ctx.prior_for(publication), publication.group, publication.n_groups, publication.schema.sensitive.size)
+        return {
+            "k": float(publication.group_sizes().min()),
+            "t": float(self.closeness.levels(publication, ctx)["t"]),
+            "j": float(js.max()),
+        }

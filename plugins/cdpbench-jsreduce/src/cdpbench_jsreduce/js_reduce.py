@@ -1,0 +1,240 @@
+"""The JS-reduce generalization procedure (Riboni, Pareschi, Bettini, TDSC 2012, §6.4, Algorithm 4).
+
+1. **Hilbert order** (after Ghinita et al., VLDB 2007). Every QI is mapped to integer grid
+   coordinates: a numeric QI whose values in the release are all integers to the rank of the value
+   among the domain's integer values (``value − ceil(low)``); a numeric QI with fractional values
+   to the rank of the value among the distinct values of the release; a categorical QI to its
+   taxonomy leaf code (so siblings are adjacent). The curve has as many dimensions as QIs (in
+   schema order) and ``p`` bits per dimension, ``p`` = enough for the largest coordinate the
+   domain allows (for rank-mapped columns: the largest rank in the release). Indices come from the
+   ``hilbertcurve`` package, computed once per *unique* QI combination (and remembered across
+   releases by the anonymizer instance). Records are sorted by
+   Hilbert index; records with the same QI values keep their release order.
+2. **Greedy grouping** (Algorithm 4, lines 8–15). Walk the order, adding one record at a time to
+   the current group Q; as soon as the privacy model accepts Q, publish it and start a new group.
+   Any privacy model works (it is asked through ``accepts``; with ``js_reduce`` it checks
+   |Q| >= k, t-closeness and the JS divergence of the defender's beliefs, passed in
+   ``GroupBatch.prior``). The records left in the unfinished last group are suppressed (the
+   paper's choice) or, with ``leftovers="merge"``, each is placed into the nearest group along the
+   order (the latest group first, then earlier ones) that the model still accepts with it;
+   a leftover no group accepts is suppressed. As in the paper's pseudocode, the current group is
+   never abandoned: if no prefix from some start is ever accepted, every record from there to
+   the end of the order is left over.
+3. **Generalization**: each group is published with the tightest interval per numeric QI and the
+   smallest taxonomy node (or the exact value set) per categorical QI
+   (:meth:`~cdpbench.data.Publication.from_partition`).
+
+The scan does not ask the model about one record at a time. From a start position it asks, in one
+``accepts`` call, about all prefixes of the remaining order with sizes ``lo..hi`` (a window that
+starts at ``1..window`` and doubles while no prefix is accepted), and takes the smallest accepted
+size — exactly the group the record-by-record loop would close, with about one call per group.
+Large windows are split so that one call never holds more than ``_BATCH_RECORDS`` records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from hilbertcurve.hilbertcurve import HilbertCurve
+
+from cdpbench.data import GroupBatch, Publication, Release
+from cdpbench.errors import require
+from cdpbench.plugin import Anonymizer, PublishContext
+
+# accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
+GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+_BATCH_RECORDS = 1 << 18  # most records in one accepts call of the windowed scan
+
+
+@dataclass
+class JSReduceParams:
+    leftovers: str = field(
+        default="suppress",
+        metadata={
+            "help": "records no group can be closed with at the end of the Hilbert order: 'suppress' "
+            "(the paper) or 'merge' (into the nearest group along the order that stays valid, else suppress)"
+        },
+    )
+    categorical: str = field(
+        default="taxonomy",
+        metadata={
+            "help": "how a group's categorical QI is published: 'taxonomy' (the smallest taxonomy node "
+            "covering its values) or 'set' (exactly the values present)"
+        },
+    )
+    window: int = field(
+        default=8,
+        metadata={"help": "candidate group sizes asked in the first accepts call from each start (doubles while none is accepted); speed only, never the result"},
+    )
+
+    def __post_init__(self) -> None:
+        require(self.leftovers in ("suppress", "merge"), "leftovers", "'suppress' or 'merge'", self.leftovers)
+        require(self.categorical in ("taxonomy", "set"), "categorical", "'taxonomy' or 'set'", self.categorical)
+        require(isinstance(self.window, int) and not isinstance(self.window, bool) and self.window >= 1, "window", "an integer >= 1", self.window)
+
+
+class JSReduce(Anonymizer):
+    """JS-reduce generalization (TDSC 2012, Algorithm 4): Hilbert order, greedy groups, any privacy model."""
+
+    Params = JSReduceParams
+
+    def __init__(self, params: JSReduceParams | None = None):
+        super().__init__(params)
+        self._hilbert: dict = {}  # Hilbert indices of the grid points seen so far (see hilbert_order)
+
+    def publish(self, release: Release, ctx: PublishContext) -> Publication:
+        model, mctx = ctx.privacy_model, ctx.model_context
+        prior = mctx.prior
+        n_values = release.n_values
+
+        def accepts(rows: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
+            batch = GroupBatch(
+                sensitive=release.sensitive[rows],
+                segment=segment,
+                n_groups=n_groups,
+                n_values=n_values,
+                prior=None if prior is None else prior[rows],
+            )
+            return np.asarray(model.accepts(batch, mctx), dtype=bool)
+
+        order = hilbert_order(release, self._hilbert)
+        group, stats = greedy_partition(order, accepts, window=self.params.window, leftovers=self.params.leftovers)
+        name = getattr(model, "plugin_name", type(model).__name__)
+        info = {"anonymizer": "js_reduce", "privacy_model": name, **stats}
+        return Publication.from_partition(release, group, categorical=self.params.categorical, info=info)
+
+
+# ---------------------------------------------------------------------------- Hilbert order
+def grid_coordinates(release: Release) -> tuple[np.ndarray, np.ndarray]:
+    """``[n, d]`` non-negative integer coordinates of every record (see the module docstring) and
+    ``[d]`` the largest coordinate each column can take."""
+    qi = np.asarray(release.qi, dtype=float)
+    n, d = qi.shape
+    coords = np.zeros((n, d), dtype=np.int64)
+    top = np.zeros(d, dtype=np.int64)
+    for j, a in enumerate(release.schema.qi):
+        x = qi[:, j]
+        if a.kind == "categorical":
+            coords[:, j] = x.astype(np.int64)
+            top[j] = a.taxonomy.size - 1
+        elif np.all(x == np.floor(x)):
+            low = int(np.ceil(a.low))
+            coords[:, j] = x.astype(np.int64) - low
+            top[j] = max(int(np.floor(a.high)) - low, 0)
+        else:
+            values, coords[:, j] = np.unique(x, return_inverse=True)
+            top[j] = len(values) - 1
+    return coords, top
+
+
+def hilbert_order(release: Release, cache: dict | None = None) -> np.ndarray:
+    """Row indices of ``release`` sorted by the Hilbert index of their QI values; records with the
+    same QI values keep their release order. ``cache`` (a dict kept by the caller across releases)
+    remembers the index of every grid point already seen, per curve shape."""
+    n = len(release)
+    coords, top = grid_coordinates(release)
+    d = coords.shape[1]
+    if n == 0 or d == 0:
+        return np.arange(n, dtype=np.int64)
+    combos, inverse = np.unique(coords, axis=0, return_inverse=True)
+    bits = max(1, int(top.max()).bit_length())
+    known = {} if cache is None else cache.setdefault((bits, d), {})
+    points = [tuple(c) for c in combos.tolist()]
+    new = [p for p in points if p not in known]
+    if new:
+        known.update(zip(new, HilbertCurve(bits, d).distances_from_points(new)))
+    distance = [known[p] for p in points]  # Python ints: may exceed 64 bits
+    rank = np.empty(len(combos), dtype=np.int64)
+    rank[sorted(range(len(combos)), key=distance.__getitem__)] = np.arange(len(combos))
+    return np.argsort(rank[inverse.reshape(-1)], kind="stable").astype(np.int64)
+
+
+# ---------------------------------------------------------------------------- greedy grouping
+def greedy_partition(
+    order: np.ndarray, accepts: GroupPredicate, *, window: int = 8, leftovers: str = "suppress"
+) -> tuple[np.ndarray, dict]:
+    """Algorithm 4's groups along ``order``: ``group[r]`` is the group of row ``r`` (numbered in
+    order of creation), -1 if suppressed. Returns also counts for ``Publication.info``."""
+    order = np.asarray(order, dtype=np.int64)
+    n = len(order)
+    group = np.full(n, -1, dtype=np.int64)
+    stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0}
+    ends: list[int] = []  # exclusive end position of each group along the order
+    start = 0
+    while start < n:
+        size = _smallest_accepted_prefix(order, start, accepts, window, stats)
+        if size == 0:
+            break
+        group[order[start : start + size]] = len(ends)
+        start += size
+        ends.append(start)
+    stats["n_groups"] = len(ends)
+    stats["leftovers"] = n - start
+    if leftovers == "merge" and ends and start < n:
+        stats["merged"] = _merge_leftovers(order, start, group, ends, accepts, stats)
+    stats["suppressed"] = int((group < 0).sum())
+    return group, stats
+
+
+def _smallest_accepted_prefix(order: np.ndarray, start: int, accepts: GroupPredicate, window: int, stats: dict) -> int:
+    """Smallest size L such that the model accepts ``order[start : start + L]``; 0 if none."""
+    remaining = len(order) - start
+    lo, hi = 1, min(window, remaining)
+    while lo <= remaining:
+        hi = min(hi, _largest_fitting(lo, hi))
+        sizes = np.arange(lo, hi + 1, dtype=np.int64)
+        segment = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        first = np.repeat(np.cumsum(sizes) - sizes, sizes)
+        rows = order[start + np.arange(len(segment), dtype=np.int64) - first]
+        stats["accepts_calls"] += 1
+        ok = np.asarray(accepts(rows, segment, len(sizes)), dtype=bool)
+        if ok.any():
+            return int(sizes[np.argmax(ok)])
+        lo, hi = hi + 1, min(2 * hi, remaining)
+    return 0
+
+
+def _largest_fitting(lo: int, hi: int) -> int:
+    """Largest ``h`` in ``[lo, hi]`` with ``lo + ... + h <= _BATCH_RECORDS`` (at least ``lo``)."""
+    if (hi * (hi + 1) - (lo - 1) * lo) // 2 <= _BATCH_RECORDS:
+        return hi
+    h = int((np.sqrt(0.25 + 2 * _BATCH_RECORDS + (lo - 1) * lo) - 0.5))
+    while h > lo and (h * (h + 1) - (lo - 1) * lo) // 2 > _BATCH_RECORDS:
+        h -= 1
+    return max(h, lo)
+
+
+def _merge_leftovers(order: np.ndarray, start: int, group: np.ndarray, ends: list[int], accepts: GroupPredicate, stats: dict) -> int:
+    """Place each leftover ``order[start:]`` (in order) into the nearest group along the order that
+    the model accepts with it: the latest group first (every group precedes the leftovers), then
+    earlier ones. Groups are asked in blocks, nearest first (16 groups, then 32, 64, ...), one
+    ``accepts`` call per block. Returns how many leftovers were placed."""
+    ends_arr = np.asarray(ends, dtype=np.int64)
+    begins = np.concatenate([[0], ends_arr[:-1]])
+    n_groups = len(ends)
+    extra_row: list[int] = []  # leftovers already placed, and their groups
+    extra_group: list[int] = []
+    for r in order[start:]:
+        hi, block = n_groups, 16
+        while hi > 0:
+            lo = max(0, hi - block)
+            rows = order[begins[lo] : ends_arr[hi - 1]]
+            ex_r, ex_g = np.asarray(extra_row, dtype=np.int64), np.asarray(extra_group, dtype=np.int64)
+            sel = (ex_g >= lo) & (ex_g < hi)
+            k = hi - lo
+            rows = np.concatenate([rows, ex_r[sel], np.full(k, r, dtype=np.int64)])
+            segment = group[rows[: len(rows) - k]] - lo
+            segment = np.concatenate([segment, np.arange(k, dtype=np.int64)])
+            stats["accepts_calls"] += 1
+            ok = np.asarray(accepts(rows, segment, k), dtype=bool)
+            if ok.any():
+                g = lo + k - 1 - int(np.argmax(ok[::-1]))  # the latest accepting group of the block
+                group[r] = g
+                extra_row.append(int(r))
+                extra_group.append(g)
+                break
+            hi, block = lo, 2 * block
+    return len(extra_row)
