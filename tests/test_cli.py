@@ -33,11 +33,13 @@ def test_plugins_lists_every_plugin_with_parameters(cli):
     out = cli("plugins").stdout
     for name in ["adult", "churn", "csv", "k_anonymity", "l_diversity", "t_closeness", "beta_likeness",
                  "bt_privacy", "mondrian", "uniform", "kernel", "frequency", "omega", "snapshot",
-                 "utility", "record_linkage", "kl_divergence", "query_error", "belief"]:
+                 "utility", "record_linkage", "kl_divergence", "query_error", "belief",
+                 "bkseq", "dk", "spm", "ie", "configuration", "js_reduce", "sequential"]:
         assert f"  {name}  [" in out, name
     assert "privacy_model.k: int = 2" in out
     assert "privacy_model.t: float" in out
-    assert "cdpbench-classic 0.1.0" in out
+    assert "cdpbench-classic 0.1.0" in out and "cdpbench-jsreduce 0.1.0" in out
+    assert "BROKEN" not in out
 
 
 def test_single_run_lands_in_mlflow_with_metrics_params_tags_artifacts(cli, mlflow_client):
@@ -69,7 +71,7 @@ def test_single_run_lands_in_mlflow_with_metrics_params_tags_artifacts(cli, mlfl
     "overrides, message",
     [
         (["privacy_model.k=0"], "error: privacy_model.k must be an integer >= 1 (got 0)"),
-        (["anonymizer=mondrain"], "error: unknown anonymizer 'mondrain'; installed: mondrian"),
+        (["anonymizer=mondrain"], "error: unknown anonymizer 'mondrain'; installed: js_reduce, mondrian"),
         (["-m", "privacy_model=k_anonymity,l_divers"], "error: unknown privacy_model 'l_divers'; installed: "),
         (["privacy_model=t_closeness", "privacy_model.t=1.5"], "error: privacy_model.t must be"),
         (["dataset.initial=0"], "error: dataset.initial must be"),

@@ -113,6 +113,12 @@ def _matching(hist: dict[str, pd.Series], metric: str) -> list[str]:
     return sorted(k for k in hist if k.endswith("." + metric))
 
 
+def _short(token: str) -> str:
+    """``+experiment/js_reduce/method=l_diversity`` -> ``method=l_diversity``."""
+    key, sep, value = token.lstrip("+~").partition("=")
+    return key.rsplit("/", 1)[-1] + sep + value
+
+
 def _labels(runs) -> dict[str, str]:
     """Label runs by what differs between them: the command-line overrides of each job that are
     not shared by every job (e.g. ``privacy_model=l_diversity privacy_model.k=5``); runs without
@@ -121,7 +127,7 @@ def _labels(runs) -> dict[str, str]:
     if all(o is not None for o in overrides):
         tokens = [o.split() for o in overrides]
         common = set.intersection(*(set(t) for t in tokens)) if tokens else set()
-        labels = [" ".join(t for t in toks if t not in common) for toks in tokens]
+        labels = [" ".join(_short(t) for t in toks if t not in common) for toks in tokens]
         if len(set(labels)) == len(labels):
             return {r.info.run_id: lab or (r.info.run_name or r.info.run_id[:8]) for r, lab in zip(runs, labels)}
     params = [{k: v for k, v in r.data.params.items() if not k.startswith(IGNORED_PARAMS)} for r in runs]

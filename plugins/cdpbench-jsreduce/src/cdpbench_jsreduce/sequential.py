@@ -1,0 +1,139 @@
+"""The sequential background-knowledge attack (JS-reduce, TDSC 2012, §4.5, Fig. 1).
+
+The adversary knows the population of each release (every respondent with the exact QI, e.g.
+"people that performed an exam during week i" with their age, gender, weight) and observes the
+public views one after the other. Per view (Fig. 1):
+
+1. beliefs for the view's candidate respondents from its knowledge: BK_sv for a respondent not
+   seen before, RBK^sv (§5.3, revised from its stored posteriors and BK_seq) otherwise;
+2. posterior knowledge PK^sv inside every QI-group from those beliefs with an estimator plugin
+   (default ``configuration``, the exact configuration posterior of §5.2; ``omega`` is the
+   Ω-estimate the paper's experiments used);
+3. revision: the posteriors are stored for the next view.
+
+Knowledge (``knowledge``): ``dk`` — the data set's exact n-step BK_seq (DK-BK_seq, ``steps``
+past values); ``spm`` — BK_seq mined by Algorithm 5 from an external corpus the model generates
+(``corpus_views`` × ``corpus_tuples``, ``corpus_seed``); ``bksv`` — BK_sv only and nothing
+revised: the *snapshot* attack, every view on its own (the ``dk`` knowledge whose revision is
+never called, so its BK_sv comes from the data set's model). ``ie`` (knowledge mined from the
+original views) is refused: "the adversary cannot observe original views" (§5.1).
+
+The estimator matters: the configuration posterior (§5.2) sums confidence degrees, which damps
+certainty — even a one-hot correct prior gives p = 2/n in a group of n distinct values — while the
+Ω-estimate (``estimator=omega``, what the paper's experiments used) lets beliefs sharpen release
+after release (see test_sequential_attacker.py).
+
+The attacker never reads ``population.sensitive``: its knowledge receives a copy of the
+population restricted to the view's respondents with the sensitive column zeroed. Tuples whose
+respondent is not in the population (counterfeits, id -1) get a uniform prior and are not
+revised. Any anonymizer's publications can be attacked: only the public view is used.
+
+Result: one posterior row per entry of ``view.respondent`` (the core's gain ρ and confidence
+metrics read it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cdpbench.data import PublicView, Release
+from cdpbench.errors import ConfigError, require
+from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator
+from cdpbench.registry import default_registry
+
+from .knowledge import SequentialKnowledge
+
+KNOWLEDGE = ("dk", "spm", "bksv")
+
+
+@dataclass
+class SequentialAttackerParams:
+    knowledge: str = field(
+        default="dk",
+        metadata={"help": "adversary's knowledge: 'dk' (exact n-step BK_seq), 'spm' (mined from a corpus), 'bksv' (snapshot: BK_sv only)"},
+    )
+    steps: int = field(default=3, metadata={"help": "past values BK_seq conditions on (1, 2 or 3)"})
+    corpus_views: int = field(default=24, metadata={"help": "spm: views in the external corpus (>= 1)"})
+    corpus_tuples: int = field(default=5000, metadata={"help": "spm: approximate tuples per corpus view (>= 1)"})
+    corpus_seed: int = field(default=12345, metadata={"help": "spm: seed of the corpus"})
+    estimator: str = field(default="configuration", metadata={"help": "estimator plugin computing PK^sv in each group"})
+    normalized: bool = field(default=True, metadata={"help": "normalize revised beliefs RBK to sum 1 (false: raw)"})
+
+    def __post_init__(self) -> None:
+        if self.knowledge == "ie":
+            raise ConfigError(
+                "knowledge 'ie' is a defender's knowledge (mined from the original, non-anonymized views) and an "
+                "attacker cannot observe those; use 'dk', 'spm' or 'bksv'"
+            )
+        require(self.knowledge in KNOWLEDGE, "knowledge", "one of 'dk', 'spm', 'bksv'", self.knowledge)
+        require(
+            isinstance(self.steps, int) and not isinstance(self.steps, bool) and self.steps in (1, 2, 3),
+            "steps",
+            "1, 2 or 3",
+            self.steps,
+        )
+        for name in ("corpus_views", "corpus_tuples"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1", value)
+        require(
+            isinstance(self.corpus_seed, int) and not isinstance(self.corpus_seed, bool) and self.corpus_seed >= 0,
+            "corpus_seed",
+            "an integer >= 0",
+            self.corpus_seed,
+        )
+        require(isinstance(self.normalized, bool), "normalized", "true or false", self.normalized)
+        installed = default_registry().names("estimator")
+        require(self.estimator in installed, "estimator", f"an installed estimator ({', '.join(installed)})", self.estimator)
+
+
+class SequentialAttacker(Attacker):
+    """Sequential attack (Fig. 1): BK_sv/RBK^sv beliefs, PK^sv per group, revision after each view."""
+
+    Params = SequentialAttackerParams
+
+    def __init__(self, params: SequentialAttackerParams | None = None):
+        super().__init__(params)
+        p = self.params
+        registry = default_registry()
+        values: dict[str, object] = {"steps": p.steps, "normalized": p.normalized}
+        name = "dk" if p.knowledge == "bksv" else p.knowledge
+        if name == "spm":
+            values.update(corpus_views=p.corpus_views, corpus_tuples=p.corpus_tuples, corpus_seed=p.corpus_seed)
+        self.knowledge: SequentialKnowledge = registry.create("knowledge", name, values, "attacker")  # type: ignore[assignment]
+        self.estimator: Estimator = registry.create("estimator", p.estimator)  # type: ignore[assignment]
+        self.revises = p.knowledge != "bksv"
+
+    def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
+        m = view.schema.sensitive.size
+        respondent = np.asarray(view.respondent, dtype=np.int64)
+        population = ctx.population
+        rows, found = _rows_in(population.respondent, respondent)
+        # what the adversary knows of the view's respondents: ids and exact QIs, no sensitive values
+        known = Release(
+            t=view.t,
+            schema=population.schema,
+            respondent=respondent[found],
+            qi=population.qi[rows[found]],
+            sensitive=np.zeros(int(found.sum()), dtype=np.int64),
+            truth=population.truth,
+        )
+        weights = np.full((len(respondent), m), 1.0 / m)
+        weights[found] = self.knowledge.prior(known)
+        posterior = np.asarray(self.estimator.posterior(weights, view.sensitive, view.group, view.n_groups, m), dtype=float)
+        if self.revises:
+            revised = np.where(found, respondent, -1)  # counterfeits / unknown ids are not revised
+            self.knowledge.revise(view, posterior, revised)
+        return AttackResult(respondent=respondent.copy(), posterior=posterior)
+
+
+def _rows_in(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row of each ``wanted`` id in ``ids`` and whether it is there (ids < 0 never are)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    if len(ids) == 0:
+        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+    pos = np.minimum(np.searchsorted(ids[order], wanted), len(ids) - 1)
+    found = (ids[order][pos] == wanted) & (wanted >= 0)
+    return order[pos], found
