@@ -42,8 +42,8 @@ def release_plot(table: pd.DataFrame, path: Path, title: str = "") -> Path:
     return path
 
 
-def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str = "") -> Path:
-    """One line per configuration: ``metric`` against release."""
+def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str = "", xlabel: str = "release") -> Path:
+    """One line per configuration: ``metric`` against release (or another x)."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     cmap = plt.get_cmap("tab10")
     styles = ["-", "--", ":", "-."]
@@ -51,7 +51,7 @@ def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str
     for i, (label, s) in enumerate(sorted(series.items())):
         ax.plot(s.index, s.values, label=label, color=cmap(i % 10), linestyle=styles[i % 4],
                 marker=markers[i % len(markers)], ms=4)
-    ax.set_xlabel("release")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} against release")
     ax.grid(alpha=0.3)

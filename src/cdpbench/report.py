@@ -27,6 +27,8 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--experiment", help="MLflow experiment name: restrict --latest to it, or, with --all-runs, use every run in it")
     ap.add_argument("--all-runs", action="store_true", help="use every job run of --experiment instead of one sweep")
     ap.add_argument("--metric", default="gain_rho", help="metric key, or a suffix such as gain_rho (matches snapshot.gain_rho)")
+    ap.add_argument("--against", metavar="PARAM", help="plot the metric's mean over releases against this swept "
+                    "parameter (e.g. privacy_model.j, metrics.query_error.selectivity), one line per other configuration")
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
     args = ap.parse_args(argv)
@@ -52,7 +54,12 @@ def report_command(argv: list[str]) -> int:
     out = args.out or Path.cwd() / "outputs" / "reports" / (parent or name)
     out.mkdir(parents=True, exist_ok=True)
     metric_file = args.metric.replace("/", "_")
-    png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
+    if args.against:
+        series = _against(runs, histories, args.metric, args.against)
+        png = plots.lines_plot(series, f"mean {args.metric} over releases", out / f"{metric_file}_vs_{args.against}.png",
+                               title=f"{args.metric} against {args.against} — {name}", xlabel=args.against)
+    else:
+        png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
     csv = out / "summary.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     if parent:
@@ -64,6 +71,40 @@ def report_command(argv: list[str]) -> int:
     mlflow_cmd = str(mlflow_cmd) if mlflow_cmd.exists() else "mlflow"
     print(f"browse:  {mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
     return 0
+
+
+def _against(runs, histories, metric: str, param: str) -> dict[str, pd.Series]:
+    """Per configuration (runs equal but for ``param``), the mean of ``metric`` over releases
+    against the value of ``param``."""
+    points: dict[str, dict[float, float]] = {}
+    for r in runs:
+        if param not in r.data.params:
+            raise CdpbenchError(f"run {r.info.run_id} has no parameter {param!r}")
+        try:
+            x = float(r.data.params[param])
+        except ValueError:
+            raise CdpbenchError(f"parameter {param!r} is not numeric ({r.data.params[param]!r})") from None
+        others = {k: v for k, v in r.data.params.items() if k != param and not k.startswith(IGNORED_PARAMS)}
+        hist = histories[r.info.run_id]
+        for key in _matching(hist, metric):
+            points.setdefault(_config_key(others) + (f" [{key}]" if key != metric else ""), {})[x] = float(hist[key].mean())
+    labels = _short_config_labels(list(points))
+    return {labels[k]: pd.Series(v).sort_index() for k, v in points.items()}
+
+
+def _config_key(params: dict[str, str]) -> str:
+    return "|".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _short_config_labels(keys: list[str]) -> dict[str, str]:
+    """Keep only the ``k=v`` parts that differ between configurations."""
+    parts = [dict(p.split("=", 1) for p in k.split(" [")[0].split("|") if "=" in p) for k in keys]
+    varying = sorted({name for p in parts for name in p if len({q.get(name) for q in parts}) > 1})
+    out = {}
+    for k, p in zip(keys, parts):
+        suffix = (" [" + k.split(" [", 1)[1]) if " [" in k else ""
+        out[k] = (", ".join(f"{n.removesuffix('.name')}={p.get(n)}" for n in varying) or "all runs") + suffix
+    return out
 
 
 def _select_runs(c, args):

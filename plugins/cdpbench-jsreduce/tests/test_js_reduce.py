@@ -339,3 +339,35 @@ def test_merge_reaches_groups_beyond_the_nearest_block():
     assert pub.info["merged"] == 1
     assert np.array_equal(naive_reference(release, prior, model, mctx, "merge")[pub.row], pub.group)
     assert model.verify(pub, mctx).satisfied
+
+
+def test_max_group_sets_a_stuck_record_aside_instead_of_the_whole_tail():
+    # x = 0..39, beliefs: r0 = (0,1) conflicts with everyone else (1,0); k = 2, j = 0.1.
+    # The paper's scan never closes a group starting at r0, so all 40 records are left over;
+    # with max_group = 8, r0 is set aside and r1..r39 form groups (r39 is the odd one out).
+    n = 40
+    schema = Schema((NumericQI("x", 0, n - 1),), Sensitive("s", ("a", "b")))
+    release = release_of(schema, [(x, "ab"[x % 2]) for x in range(n)])
+    prior = np.tile([1.0, 0.0], (n, 1))
+    prior[0] = [0.0, 1.0]
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior)
+    assert len(pub.suppressed) == n and pub.n_groups == 0
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior, max_group=8)
+    assert pub.info["set_aside"] == 1
+    assert sorted(pub.suppressed.tolist()) == [0, 39]
+    assert pub.n_groups == 19 and model.verify(pub, mctx).satisfied
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior, max_group=8, leftovers="merge")
+    assert pub.suppressed.tolist() == [0] and pub.info["merged"] == 1
+
+
+@SETTINGS
+@given(case=scenarios(), max_group=st.integers(1, 12))
+def test_max_group_publications_verify_and_partition_the_release(case, max_group):
+    release, prior, name, params = case
+    bounded, model, mctx = publish(release, name, params, prior, max_group=max_group, leftovers="merge")
+    assert model.verify(bounded, mctx).violations == 0
+    assert len(bounded) + len(bounded.suppressed) == len(release)
+    assert len(np.unique(bounded.respondent)) == len(bounded)
+    # the greedy groups closed by the bounded scan hold at most max_group records (merging may add)
+    plain_bounded, _, _ = publish(release, name, params, prior, max_group=max_group)
+    assert (plain_bounded.group_sizes() <= max_group).all()

@@ -395,6 +395,23 @@ def expected_history_counts(T: np.ndarray, entry: np.ndarray, views: int) -> His
     return HistoryCounts(pairs, triples, float(individuals))
 
 
+def producible_windows(disease: np.ndarray) -> np.ndarray:
+    """``[19, 19, 19]`` bool: the windows (x, y, z) of living stages the generator can produce
+    (one track, each step allowed by the weekly matrix) — :func:`transition_tensor`'s mask."""
+    L = LIVING
+    x, y, z = np.meshgrid(np.arange(L), np.arange(L), np.arange(L), indexing="ij")
+    ok = np.zeros((N_VALUES,) * 3, dtype=bool)
+    ok[:L, :L, :L] = (TRACK_OF[x] == TRACK_OF[z]) & (TRACK_OF[y] == TRACK_OF[z]) & (disease[x, y] > 0) & (disease[y, z] > 0)
+    return ok
+
+
+def backed_off(counts: np.ndarray, shorter: np.ndarray) -> np.ndarray:
+    """Rows of ``counts`` normalized; a history never produced (count 0) takes the row of its
+    shorter suffix from ``shorter`` (broadcast over the dropped oldest value)."""
+    total = counts.sum(-1, keepdims=True)
+    return np.where(total > 0, counts / np.where(total > 0, total, 1.0), np.broadcast_to(shorter, counts.shape))
+
+
 def _normalized_rows(counts: np.ndarray) -> np.ndarray:
     total = counts.sum(-1, keepdims=True)
     return np.where(total > 0, counts / np.where(total > 0, total, 1.0), 1.0 / counts.shape[-1])
@@ -460,11 +477,10 @@ class BKseqModel:
         self._sv_cum = np.cumsum(self._sv, axis=1)
         t3 = transition_tensor(self.disease, self.momentum, self.discharge)
         counts = expected_history_counts(t3, self.entry, max(self.horizon, 2))
-        self._seq = {
-            1: _readonly(_normalized_rows(counts.pairs)),
-            2: _readonly(_normalized_rows(counts.triples)),
-            3: _readonly(t3),
-        }
+        seq1 = _normalized_rows(counts.pairs)
+        seq2 = backed_off(counts.triples, seq1[None, :, :])
+        seq3 = np.where(producible_windows(self.disease)[..., None], t3, seq2[None, :, :, :])
+        self._seq = {1: _readonly(seq1), 2: _readonly(seq2), 3: _readonly(seq3)}
         self.expected_individuals_per_tuple = counts.individuals
         self._cum = np.cumsum(t3.reshape(-1, N_VALUES), axis=1)
         self._sv = _readonly(self._sv)
@@ -477,7 +493,12 @@ class BKseqModel:
 
     def bk_seq(self, steps: int) -> np.ndarray:
         """n-step BK_seq (Def. 2): ``[19] * steps + [19]``; 3 = the exact generator transition,
-        1 and 2 = its marginals over the histories of a run of ``horizon`` views (module docstring)."""
+        1 and 2 = its marginals over the histories of a run of ``horizon`` views (module docstring).
+        A history the generator never produces (e.g. stages of two tracks) takes the row of its
+        longest producible suffix — the back-off SPM and IE knowledge use for unseen histories.
+        Without it, Algorithm 3's product of per-release posteriors puts weight on cross-track
+        histories whose rows would be uniform noise, and more steps would attack worse. Only a
+        history ending in deceased/discharged (nothing ever follows) keeps a uniform row."""
         require(isinstance(steps, (int, np.integer)) and 1 <= steps <= 3, "steps", "1, 2 or 3", steps)
         return self._seq[int(steps)]
 

@@ -17,9 +17,12 @@
    ``GroupBatch.prior``). The records left in the unfinished last group are suppressed (the
    paper's choice) or, with ``leftovers="merge"``, each is placed into the nearest group along the
    order (the latest group first, then earlier ones) that the model still accepts with it;
-   a leftover no group accepts is suppressed. As in the paper's pseudocode, the current group is
-   never abandoned: if no prefix from some start is ever accepted, every record from there to
-   the end of the order is left over.
+   a leftover no group accepts is suppressed. As in the paper's pseudocode, by default the current
+   group is never abandoned: if no prefix from some start is ever accepted, every record from
+   there to the end of the order is left over. With ``max_group = M > 0`` (not in the paper) a
+   start record that no group of at most M records starting with it satisfies is set aside as a
+   leftover and the scan resumes at the next record, so one hard record cannot drag the rest of
+   the order into suppression.
 3. **Generalization**: each group is published with the tightest interval per numeric QI and the
    smallest taxonomy node (or the exact value set) per categorical QI
    (:meth:`~cdpbench.data.Publication.from_partition`).
@@ -65,6 +68,13 @@ class JSReduceParams:
             "covering its values) or 'set' (exactly the values present)"
         },
     )
+    max_group: int = field(
+        default=0,
+        metadata={
+            "help": "0 = the paper: never abandon the current group; M > 0: set a start record aside as a "
+            "leftover when no group of at most M records starting with it is accepted, and go on"
+        },
+    )
     window: int = field(
         default=8,
         metadata={"help": "candidate group sizes asked in the first accepts call from each start (doubles while none is accepted); speed only, never the result"},
@@ -74,6 +84,7 @@ class JSReduceParams:
         require(self.leftovers in ("suppress", "merge"), "leftovers", "'suppress' or 'merge'", self.leftovers)
         require(self.categorical in ("taxonomy", "set"), "categorical", "'taxonomy' or 'set'", self.categorical)
         require(isinstance(self.window, int) and not isinstance(self.window, bool) and self.window >= 1, "window", "an integer >= 1", self.window)
+        require(isinstance(self.max_group, int) and self.max_group >= 0, "max_group", "an integer >= 0", self.max_group)
 
 
 class JSReduce(Anonymizer):
@@ -101,7 +112,9 @@ class JSReduce(Anonymizer):
             return np.asarray(model.accepts(batch, mctx), dtype=bool)
 
         order = hilbert_order(release, self._hilbert)
-        group, stats = greedy_partition(order, accepts, window=self.params.window, leftovers=self.params.leftovers)
+        group, stats = greedy_partition(
+            order, accepts, window=self.params.window, leftovers=self.params.leftovers, max_group=self.params.max_group
+        )
         name = getattr(model, "plugin_name", type(model).__name__)
         info = {"anonymizer": "js_reduce", "privacy_model": name, **stats}
         return Publication.from_partition(release, group, categorical=self.params.categorical, info=info)
@@ -154,27 +167,39 @@ def hilbert_order(release: Release, cache: dict | None = None) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- greedy grouping
 def greedy_partition(
-    order: np.ndarray, accepts: GroupPredicate, *, window: int = 8, leftovers: str = "suppress"
+    order: np.ndarray, accepts: GroupPredicate, *, window: int = 8, leftovers: str = "suppress", max_group: int = 0
 ) -> tuple[np.ndarray, dict]:
     """Algorithm 4's groups along ``order``: ``group[r]`` is the group of row ``r`` (numbered in
-    order of creation), -1 if suppressed. Returns also counts for ``Publication.info``."""
+    order of creation), -1 if suppressed. ``max_group > 0`` sets aside start records no group of
+    at most that many records satisfies (see the module docstring). Returns also counts for
+    ``Publication.info``."""
     order = np.asarray(order, dtype=np.int64)
     n = len(order)
     group = np.full(n, -1, dtype=np.int64)
-    stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0}
-    ends: list[int] = []  # exclusive end position of each group along the order
+    stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0, "set_aside": 0}
+    members: list[np.ndarray] = []  # the rows of each group, in order of creation
+    aside: list[int] = []  # start records set aside (max_group > 0)
     start = 0
     while start < n:
-        size = _smallest_accepted_prefix(order, start, accepts, window, stats)
+        if max_group > 0:
+            size = _smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
+            if size == 0 and start + max_group < n:
+                aside.append(int(order[start]))
+                start += 1
+                continue
+        else:
+            size = _smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
             break
-        group[order[start : start + size]] = len(ends)
+        group[order[start : start + size]] = len(members)
+        members.append(order[start : start + size])
         start += size
-        ends.append(start)
-    stats["n_groups"] = len(ends)
-    stats["leftovers"] = n - start
-    if leftovers == "merge" and ends and start < n:
-        stats["merged"] = _merge_leftovers(order, start, group, ends, accepts, stats)
+    stats["n_groups"] = len(members)
+    stats["set_aside"] = len(aside)
+    left = np.concatenate([np.asarray(aside, dtype=np.int64), order[start:]])
+    stats["leftovers"] = len(left)
+    if leftovers == "merge" and members and len(left):
+        stats["merged"] = _merge_leftovers(left, members, group, accepts, stats)
     stats["suppressed"] = int((group < 0).sum())
     return group, stats
 
@@ -207,21 +232,22 @@ def _largest_fitting(lo: int, hi: int) -> int:
     return max(h, lo)
 
 
-def _merge_leftovers(order: np.ndarray, start: int, group: np.ndarray, ends: list[int], accepts: GroupPredicate, stats: dict) -> int:
-    """Place each leftover ``order[start:]`` (in order) into the nearest group along the order that
-    the model accepts with it: the latest group first (every group precedes the leftovers), then
-    earlier ones. Groups are asked in blocks, nearest first (16 groups, then 32, 64, ...), one
-    ``accepts`` call per block. Returns how many leftovers were placed."""
-    ends_arr = np.asarray(ends, dtype=np.int64)
-    begins = np.concatenate([[0], ends_arr[:-1]])
-    n_groups = len(ends)
+def _merge_leftovers(left: np.ndarray, members: list[np.ndarray], group: np.ndarray, accepts: GroupPredicate, stats: dict) -> int:
+    """Place each leftover row of ``left`` (in order) into the latest-created group the model
+    accepts with it, then earlier ones. Groups are asked in blocks, latest first (16 groups, then
+    32, 64, ...), one ``accepts`` call per block. Returns how many leftovers were placed."""
+    sizes = np.array([len(m) for m in members], dtype=np.int64)
+    ends_arr = np.cumsum(sizes)
+    begins = ends_arr - sizes
+    by_group = np.concatenate(members)  # the groups' rows, group after group
+    n_groups = len(members)
     extra_row: list[int] = []  # leftovers already placed, and their groups
     extra_group: list[int] = []
-    for r in order[start:]:
+    for r in left:
         hi, block = n_groups, 16
         while hi > 0:
             lo = max(0, hi - block)
-            rows = order[begins[lo] : ends_arr[hi - 1]]
+            rows = by_group[begins[lo] : ends_arr[hi - 1]]
             ex_r, ex_g = np.asarray(extra_row, dtype=np.int64), np.asarray(extra_group, dtype=np.int64)
             sel = (ex_g >= lo) & (ex_g < hi)
             k = hi - lo
