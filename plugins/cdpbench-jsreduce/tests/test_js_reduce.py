@@ -371,3 +371,36 @@ def test_max_group_publications_verify_and_partition_the_release(case, max_group
     # the greedy groups closed by the bounded scan hold at most max_group records (merging may add)
     plain_bounded, _, _ = publish(release, name, params, prior, max_group=max_group)
     assert (plain_bounded.group_sizes() <= max_group).all()
+
+
+def bounded_reference(order, accepts, max_group):
+    """max_group semantics written plainly: one start, one prefix at a time."""
+    n, group, start, g, aside = len(order), np.full(len(order), -1), 0, 0, []
+    while start < n:
+        size = next((L for L in range(1, min(max_group, n - start) + 1)
+                     if accepts(order[start:start + L], np.zeros(L, dtype=np.int64), 1)[0]), 0)
+        if size == 0 and start + max_group < n:
+            aside.append(order[start])
+            start += 1
+            continue
+        if size == 0:
+            break
+        group[order[start:start + size]] = g
+        g, start = g + 1, start + size
+    return group
+
+
+@SETTINGS
+@given(case=scenarios(), max_group=st.integers(1, 12))
+def test_bounded_scan_with_block_lookahead_equals_the_plain_reference(case, max_group):
+    release, prior, name, params = case
+    model = REG.create("privacy_model", name, params)
+    mctx = ModelContext(release.schema, release.sensitive_distribution(), release=release, prior=prior)
+    model.prepare(release, mctx)
+
+    def accepts(rows, segment, n_groups):
+        return model.accepts(GroupBatch(release.sensitive[rows], segment, n_groups, release.n_values, prior[rows]), mctx)
+
+    order = hilbert_order(release)
+    got, _ = greedy_partition(order, accepts, max_group=max_group)
+    assert np.array_equal(got, bounded_reference(order, accepts, max_group))

@@ -104,6 +104,13 @@ def test_the_population_sensitive_column_is_never_read():
             assert np.array_equal(a.posterior, b.posterior)
 
 
+def test_the_oracle_ie_adversary_is_the_only_one_reading_original_values():
+    pairs = scenario(releases=4)
+    plain = run(sequential(knowledge="ie", steps=1), pairs)
+    shuffled = run(sequential(knowledge="ie", steps=1), pairs, shuffle_sensitive=True)
+    assert any(not np.allclose(a.posterior, b.posterior) for a, b in zip(plain, shuffled))
+
+
 def test_gain_grows_over_releases_under_a_deterministic_model():
     pairs = scenario(releases=8)
 
@@ -157,8 +164,7 @@ def test_counterfeits_and_unknown_respondents_get_a_uniform_prior_and_no_memory(
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"knowledge": "ie"}, "knowledge 'ie' is a defender's knowledge"),
-        ({"knowledge": "kernel"}, "knowledge must be one of 'dk', 'spm', 'bksv' (got 'kernel')"),
+        ({"knowledge": "kernel"}, "knowledge must be one of 'dk', 'spm', 'ie', 'bksv' (got 'kernel')"),
         ({"steps": 5}, "steps must be 1, 2 or 3 (got 5)"),
         ({"estimator": "nope"}, "estimator must be an installed estimator"),
         ({"corpus_tuples": 0}, "corpus_tuples must be an integer >= 1 (got 0)"),

@@ -184,9 +184,12 @@ def greedy_partition(
         if max_group > 0:
             size = _smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
             if size == 0 and start + max_group < n:
-                aside.append(int(order[start]))
-                start += 1
-                continue
+                # stuck: judge the next starts in blocks, every prefix up to max_group in one call
+                nxt, size = _first_unstuck_start(order, start + 1, accepts, max_group, stats)
+                aside.extend(int(r) for r in order[start:nxt])
+                start = nxt
+                if size == 0:
+                    continue
         else:
             size = _smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
@@ -220,6 +223,34 @@ def _smallest_accepted_prefix(order: np.ndarray, start: int, accepts: GroupPredi
             return int(sizes[np.argmax(ok)])
         lo, hi = hi + 1, min(2 * hi, remaining)
     return 0
+
+
+def _first_unstuck_start(
+    order: np.ndarray, start: int, accepts: GroupPredicate, max_group: int, stats: dict, block: int = 8
+) -> tuple[int, int]:
+    """After a stuck start: the first start ``s >= start`` from which some prefix of at most
+    ``max_group`` records is accepted, and the smallest such size — or ``(s, 0)`` at the first
+    ``s`` with ``s + max_group >= len(order)`` (the end of the order, handled by the plain scan).
+    Asks about ``block`` starts per call (each with all its prefix sizes), so a run of stuck
+    records costs one call per block instead of several per record."""
+    n = len(order)
+    sizes = np.arange(1, max_group + 1, dtype=np.int64)
+    per_start = int(sizes.sum())
+    seg_one = np.repeat(np.arange(max_group, dtype=np.int64), sizes)  # prefix index per position
+    offset_one = np.arange(per_start, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    while start < n and start + max_group < n:
+        starts = np.arange(start, min(start + block, n - max_group), dtype=np.int64)
+        b = len(starts)
+        rows = order[(starts[:, None] + offset_one[None, :]).reshape(-1)]
+        segment = (np.arange(b, dtype=np.int64)[:, None] * max_group + seg_one[None, :]).reshape(-1)
+        stats["accepts_calls"] += 1
+        ok = np.asarray(accepts(rows, segment, b * max_group), dtype=bool).reshape(b, max_group)
+        hit = ok.any(axis=1)
+        if hit.any():
+            i = int(np.argmax(hit))
+            return int(starts[i]), int(sizes[np.argmax(ok[i])])
+        start = int(starts[-1]) + 1
+    return start, 0
 
 
 def _largest_fitting(lo: int, hi: int) -> int:

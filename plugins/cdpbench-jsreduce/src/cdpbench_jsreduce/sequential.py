@@ -15,16 +15,18 @@ Knowledge (``knowledge``): ``dk`` — the data set's exact n-step BK_seq (DK-BK_
 past values); ``spm`` — BK_seq mined by Algorithm 5 from an external corpus the model generates
 (``corpus_views`` × ``corpus_tuples``, ``corpus_seed``); ``bksv`` — BK_sv only and nothing
 revised: the *snapshot* attack, every view on its own (the ``dk`` knowledge whose revision is
-never called, so its BK_sv comes from the data set's model). ``ie`` (knowledge mined from the
-original views) is refused: "the adversary cannot observe original views" (§5.1).
+never called, so its BK_sv comes from the data set's model). ``ie`` — BK_seq mined from the
+ORIGINAL views (§5.1 says an adversary cannot observe them); it is allowed only as the reference
+adversary of the paper's Fig. 5a ("the adversary gain with incrementally extracted knowledge"),
+and it is the one knowledge that reads ``population.sensitive``.
 
 The estimator matters: the configuration posterior (§5.2) sums confidence degrees, which damps
 certainty — even a one-hot correct prior gives p = 2/n in a group of n distinct values — while the
 Ω-estimate (``estimator=omega``, what the paper's experiments used) lets beliefs sharpen release
 after release (see test_sequential_attacker.py).
 
-The attacker never reads ``population.sensitive``: its knowledge receives a copy of the
-population restricted to the view's respondents with the sensitive column zeroed. Tuples whose
+Except with ``ie``, the attacker never reads ``population.sensitive``: its knowledge receives a
+copy of the population restricted to the view's respondents with the sensitive column zeroed. Tuples whose
 respondent is not in the population (counterfeits, id -1) get a uniform prior and are not
 revised. Any anonymizer's publications can be attacked: only the public view is used.
 
@@ -45,14 +47,15 @@ from cdpbench.registry import default_registry
 
 from .knowledge import SequentialKnowledge
 
-KNOWLEDGE = ("dk", "spm", "bksv")
+KNOWLEDGE = ("dk", "spm", "ie", "bksv")
 
 
 @dataclass
 class SequentialAttackerParams:
     knowledge: str = field(
         default="dk",
-        metadata={"help": "adversary's knowledge: 'dk' (exact n-step BK_seq), 'spm' (mined from a corpus), 'bksv' (snapshot: BK_sv only)"},
+        metadata={"help": "adversary's knowledge: 'dk' (exact n-step BK_seq), 'spm' (mined from a corpus), 'bksv' "
+                  "(snapshot: BK_sv only), 'ie' (mined from the original views: an oracle, for Fig. 5a only)"},
     )
     steps: int = field(default=3, metadata={"help": "past values BK_seq conditions on (1, 2 or 3)"})
     corpus_views: int = field(default=24, metadata={"help": "spm: views in the external corpus (>= 1)"})
@@ -62,12 +65,7 @@ class SequentialAttackerParams:
     normalized: bool = field(default=True, metadata={"help": "normalize revised beliefs RBK to sum 1 (false: raw)"})
 
     def __post_init__(self) -> None:
-        if self.knowledge == "ie":
-            raise ConfigError(
-                "knowledge 'ie' is a defender's knowledge (mined from the original, non-anonymized views) and an "
-                "attacker cannot observe those; use 'dk', 'spm' or 'bksv'"
-            )
-        require(self.knowledge in KNOWLEDGE, "knowledge", "one of 'dk', 'spm', 'bksv'", self.knowledge)
+        require(self.knowledge in KNOWLEDGE, "knowledge", "one of 'dk', 'spm', 'ie', 'bksv'", self.knowledge)
         require(
             isinstance(self.steps, int) and not isinstance(self.steps, bool) and self.steps in (1, 2, 3),
             "steps",
@@ -111,12 +109,14 @@ class SequentialAttacker(Attacker):
         population = ctx.population
         rows, found = _rows_in(population.respondent, respondent)
         # what the adversary knows of the view's respondents: ids and exact QIs, no sensitive values
+        # (but for the oracle 'ie' adversary, which mines the original views)
+        oracle = self.params.knowledge == "ie"
         known = Release(
             t=view.t,
             schema=population.schema,
             respondent=respondent[found],
             qi=population.qi[rows[found]],
-            sensitive=np.zeros(int(found.sum()), dtype=np.int64),
+            sensitive=population.sensitive[rows[found]] if oracle else np.zeros(int(found.sum()), dtype=np.int64),
             truth=population.truth,
         )
         weights = np.full((len(respondent), m), 1.0 / m)
