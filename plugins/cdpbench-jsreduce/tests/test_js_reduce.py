@@ -221,7 +221,10 @@ def naive_reference(release: Release, prior: np.ndarray, model, mctx, leftovers:
         else:
             coords.append(np.searchsorted(np.unique(x), x))
             top.append(len(np.unique(x)) - 1)
-    curve = HilbertCurve(max(1, max(top).bit_length()), len(coords))
+    bits = max(1, max(top).bit_length())
+    curve = HilbertCurve(bits, len(coords))
+    # every column stretched over the whole grid 0 .. 2^bits - 1
+    coords = [[v * (2**bits - 1) // t if t else 0 for v in c.tolist()] for c, t in zip(coords, top)]
     points = np.array(coords).T.tolist()
     order = sorted(range(len(release)), key=lambda r: (curve.distance_from_point(points[r]), r))
 
@@ -404,3 +407,31 @@ def test_bounded_scan_with_block_lookahead_equals_the_plain_reference(case, max_
     order = hilbert_order(release)
     got, _ = greedy_partition(order, accepts, max_group=max_group)
     assert np.array_equal(got, bounded_reference(order, accepts, max_group))
+
+
+def test_merge_places_a_set_aside_record_in_the_nearest_group_along_the_order():
+    # r20's beliefs conflict with everyone's: no group of <= 2 records starting with it passes
+    # j = 0.95 (JS of two opposite point masses = 1), so it is set aside; a group of three with
+    # two (1,0) rows has JS = H(1/3) = 0.918 and passes. The nearest groups along the order are
+    # {r18, r19} and {r21, r22} (distance 1 each; ties go to the later one).
+    n = 40
+    schema = Schema((NumericQI("x", 0, n - 1),), Sensitive("s", ("a", "b")))
+    release = release_of(schema, [(x, "ab"[x % 2]) for x in range(n)])
+    prior = np.tile([1.0, 0.0], (n, 1))
+    prior[20] = [0.0, 1.0]
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.95}, prior, max_group=2, leftovers="merge")
+    assert pub.info["set_aside"] == 1 and len(pub.suppressed) == 0
+    group_of = dict(zip(pub.respondent.tolist(), pub.group.tolist()))
+    assert group_of[20] == group_of[21] == group_of[22]
+    assert group_of[39] == group_of[38]  # the leftover at the end joins the latest group
+    assert model.verify(pub, mctx).satisfied
+
+
+def test_a_two_valued_qi_is_stretched_over_the_grid_so_the_order_rarely_switches_it():
+    # age 45..74 and gender {1, 2}: stretched to 0/31, gender splits the curve's top-level
+    # quadrants (LL g0 -> UL g1 -> UR g1 -> LR g0): exactly two switches along the whole order;
+    # left at 0/1 it would switch at almost every step of the curve.
+    schema = Schema((NumericQI("age", 45, 74), CategoricalQI("gender", Taxonomy.flat(["1", "2"]))), Sensitive("s", ("a", "b")))
+    release = release_of(schema, [(age, g, "a") for age in range(45, 75) for g in ("1", "2")])
+    gender = release.qi[hilbert_order(release), 1]
+    assert int((np.diff(gender) != 0).sum()) == 2

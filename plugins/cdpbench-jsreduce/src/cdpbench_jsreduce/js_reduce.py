@@ -6,7 +6,10 @@
    to the rank of the value among the distinct values of the release; a categorical QI to its
    taxonomy leaf code (so siblings are adjacent). The curve has as many dimensions as QIs (in
    schema order) and ``p`` bits per dimension, ``p`` = enough for the largest coordinate the
-   domain allows (for rank-mapped columns: the largest rank in the release). Indices come from the
+   domain allows (for rank-mapped columns: the largest rank in the release); every column is then
+   stretched linearly over ``0 .. 2^p - 1`` (our choice: the paper does not say how QIs are
+   scaled; unstretched, bkseq's gender 0/1 sits inside one cell of a 32-wide grid and nearly
+   every group mixes both genders, which costs a third of the GCP). Indices come from the
    ``hilbertcurve`` package, computed once per *unique* QI combination (and remembered across
    releases by the anonymizer instance). Records are sorted by
    Hilbert index; records with the same QI values keep their release order.
@@ -16,7 +19,8 @@
    |Q| >= k, t-closeness and the JS divergence of the defender's beliefs, passed in
    ``GroupBatch.prior``). The records left in the unfinished last group are suppressed (the
    paper's choice) or, with ``leftovers="merge"``, each is placed into the nearest group along the
-   order (the latest group first, then earlier ones) that the model still accepts with it;
+   order (by distance in the Hilbert order; at the end of the order that is the latest group
+   first, then earlier ones) that the model still accepts with it;
    a leftover no group accepts is suppressed. As in the paper's pseudocode, by default the current
    group is never abandoned: if no prefix from some start is ever accepted, every record from
    there to the end of the order is left over. With ``max_group = M > 0`` (not in the paper) a
@@ -152,8 +156,12 @@ def hilbert_order(release: Release, cache: dict | None = None) -> np.ndarray:
     d = coords.shape[1]
     if n == 0 or d == 0:
         return np.arange(n, dtype=np.int64)
-    combos, inverse = np.unique(coords, axis=0, return_inverse=True)
     bits = max(1, int(top.max()).bit_length())
+    # stretch every column over the whole grid, so that each QI is split at the curve's top
+    # levels (a 2-valued QI left at 0/1 would sit inside one cell and almost every group would mix it)
+    span = (1 << bits) - 1
+    coords = np.where(top > 0, coords * span // np.maximum(top, 1), 0)
+    combos, inverse = np.unique(coords, axis=0, return_inverse=True)
     known = {} if cache is None else cache.setdefault((bits, d), {})
     points = [tuple(c) for c in combos.tolist()]
     new = [p for p in points if p not in known]
@@ -202,7 +210,7 @@ def greedy_partition(
     left = np.concatenate([np.asarray(aside, dtype=np.int64), order[start:]])
     stats["leftovers"] = len(left)
     if leftovers == "merge" and members and len(left):
-        stats["merged"] = _merge_leftovers(left, members, group, accepts, stats)
+        stats["merged"] = _merge_leftovers(order, left, members, group, accepts, stats)
     stats["suppressed"] = int((group < 0).sum())
     return group, stats
 
@@ -263,35 +271,36 @@ def _largest_fitting(lo: int, hi: int) -> int:
     return max(h, lo)
 
 
-def _merge_leftovers(left: np.ndarray, members: list[np.ndarray], group: np.ndarray, accepts: GroupPredicate, stats: dict) -> int:
-    """Place each leftover row of ``left`` (in order) into the latest-created group the model
-    accepts with it, then earlier ones. Groups are asked in blocks, latest first (16 groups, then
-    32, 64, ...), one ``accepts`` call per block. Returns how many leftovers were placed."""
-    sizes = np.array([len(m) for m in members], dtype=np.int64)
-    ends_arr = np.cumsum(sizes)
-    begins = ends_arr - sizes
-    by_group = np.concatenate(members)  # the groups' rows, group after group
-    n_groups = len(members)
-    extra_row: list[int] = []  # leftovers already placed, and their groups
-    extra_group: list[int] = []
+def _merge_leftovers(
+    order: np.ndarray, left: np.ndarray, members: list[np.ndarray], group: np.ndarray, accepts: GroupPredicate, stats: dict
+) -> int:
+    """Place each leftover row of ``left`` (in order) into the nearest group along the Hilbert
+    order that the model accepts with it (distance from the leftover's position to the group's
+    span of positions; ties: the later group). Groups are asked in blocks, nearest first (16
+    groups, then 32, 64, ...), one ``accepts`` call per block. Returns how many were placed."""
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order), dtype=np.int64)
+    first = np.array([position[m[0]] for m in members], dtype=np.int64)
+    last = np.array([position[m[-1]] for m in members], dtype=np.int64)
+    placed: list[list[int]] = [[] for _ in members]  # leftovers already merged into each group
+    n_groups, merged = len(members), 0
     for r in left:
-        hi, block = n_groups, 16
-        while hi > 0:
-            lo = max(0, hi - block)
-            rows = by_group[begins[lo] : ends_arr[hi - 1]]
-            ex_r, ex_g = np.asarray(extra_row, dtype=np.int64), np.asarray(extra_group, dtype=np.int64)
-            sel = (ex_g >= lo) & (ex_g < hi)
-            k = hi - lo
-            rows = np.concatenate([rows, ex_r[sel], np.full(k, r, dtype=np.int64)])
-            segment = group[rows[: len(rows) - k]] - lo
-            segment = np.concatenate([segment, np.arange(k, dtype=np.int64)])
+        q = position[r]
+        distance = np.maximum(np.maximum(first - q, q - last), 0)
+        nearest = np.lexsort((-np.arange(n_groups), distance))  # nearest first, later group on ties
+        lo, block = 0, 16
+        while lo < n_groups:
+            gs = nearest[lo : lo + block]
+            parts = [np.concatenate([members[g], np.asarray(placed[g], dtype=np.int64), [r]]) for g in gs]
+            rows = np.concatenate(parts)
+            segment = np.repeat(np.arange(len(gs), dtype=np.int64), [len(p) for p in parts])
             stats["accepts_calls"] += 1
-            ok = np.asarray(accepts(rows, segment, k), dtype=bool)
+            ok = np.asarray(accepts(rows, segment, len(gs)), dtype=bool)
             if ok.any():
-                g = lo + k - 1 - int(np.argmax(ok[::-1]))  # the latest accepting group of the block
+                g = int(gs[np.argmax(ok)])  # the nearest accepting group of the block
                 group[r] = g
-                extra_row.append(int(r))
-                extra_group.append(g)
+                placed[g].append(int(r))
+                merged += 1
                 break
-            hi, block = lo, 2 * block
-    return len(extra_row)
+            lo, block = lo + block, 2 * block
+    return merged
