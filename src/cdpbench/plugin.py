@@ -15,7 +15,7 @@ publication in one call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
@@ -71,6 +71,20 @@ class PublishContext:
     history: History
     rng: np.random.Generator
     prior: np.ndarray | None = None  # [n, m] defender beliefs per record, if the anonymizer asks
+
+    def predicate(self, release: Release) -> Callable[[np.ndarray, np.ndarray, int], np.ndarray]:
+        """The privacy model as a predicate on candidate groups of ``release``:
+        ``accepts(rows, segment, n_groups)`` judges the groups in which record ``rows[i]`` is in
+        candidate group ``segment[i]``, with the defender's beliefs (``model_context.prior``)
+        riding along in the batch. Greedy anonymizers call it once per batch of candidates."""
+        model, mctx = self.privacy_model, self.model_context
+        prior, sensitive, n_values = mctx.prior, release.sensitive, release.n_values
+
+        def accepts(rows: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
+            batch = GroupBatch(sensitive[rows], segment, n_groups, n_values, None if prior is None else prior[rows])
+            return np.asarray(model.accepts(batch, mctx), dtype=bool)
+
+        return accepts
 
 
 @dataclass

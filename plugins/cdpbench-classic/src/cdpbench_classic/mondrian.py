@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from cdpbench.data import GroupBatch, Publication, Release
+from cdpbench.data import Publication, Release
 from cdpbench.errors import require
 from cdpbench.plugin import Anonymizer, PublishContext
 
@@ -59,20 +59,9 @@ class Mondrian(Anonymizer):
     Params = MondrianParams
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        model, mctx = ctx.privacy_model, ctx.model_context
-        prior = mctx.prior
-        n_values = release.n_values
-
-        def accepts(rows: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
-            batch = GroupBatch(
-                sensitive=release.sensitive[rows],
-                segment=segment,
-                n_groups=n_groups,
-                n_values=n_values,
-                prior=None if prior is None else prior[rows],
-            )  # no exact QI: the verifier of a generalized publication does not see it either
-            return np.asarray(model.accepts(batch, mctx), dtype=bool)
-
+        model = ctx.privacy_model
+        # no exact QI in the batch: the verifier of a generalized publication does not see it either
+        accepts = ctx.predicate(release)
         group, stats = mondrian_partition(release, accepts)
         name = getattr(model, "plugin_name", type(model).__name__)
         info = {"anonymizer": "mondrian", "privacy_model": name, **stats}

@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 from hilbertcurve.hilbertcurve import HilbertCurve
 
-from cdpbench.data import GroupBatch, Publication, Release
+from cdpbench.data import Publication, Release
 from cdpbench.errors import require
 from cdpbench.plugin import Anonymizer, PublishContext
 
@@ -101,20 +101,8 @@ class JSReduce(Anonymizer):
         self._hilbert: dict = {}  # Hilbert indices of the grid points seen so far (see hilbert_order)
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        model, mctx = ctx.privacy_model, ctx.model_context
-        prior = mctx.prior
-        n_values = release.n_values
-
-        def accepts(rows: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
-            batch = GroupBatch(
-                sensitive=release.sensitive[rows],
-                segment=segment,
-                n_groups=n_groups,
-                n_values=n_values,
-                prior=None if prior is None else prior[rows],
-            )
-            return np.asarray(model.accepts(batch, mctx), dtype=bool)
-
+        model = ctx.privacy_model
+        accepts = ctx.predicate(release)
         order = hilbert_order(release, self._hilbert)
         group, stats = greedy_partition(
             order, accepts, window=self.params.window, leftovers=self.params.leftovers, max_group=self.params.max_group

@@ -117,15 +117,17 @@ class MinedKnowledgeParams(SequentialKnowledgeParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("corpus_views", "corpus_tuples"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1", value)
-        require(
-            isinstance(self.corpus_seed, int) and not isinstance(self.corpus_seed, bool) and self.corpus_seed >= 0,
-            "corpus_seed",
-            "an integer >= 0",
-            self.corpus_seed,
-        )
+        check_corpus(self)
+
+
+def check_corpus(params) -> None:
+    """Validate ``corpus_views``, ``corpus_tuples`` (>= 1) and ``corpus_seed`` (>= 0) of SPM
+    parameters (the knowledge's own and the attacker's, which passes them on)."""
+    for name in ("corpus_views", "corpus_tuples"):
+        value = getattr(params, name)
+        require(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1", value)
+    seed = params.corpus_seed
+    require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0, "corpus_seed", "an integer >= 0", seed)
 
 
 # ---------------------------------------------------------------------------- revision (Algorithm 3)

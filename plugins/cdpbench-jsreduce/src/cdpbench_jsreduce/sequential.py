@@ -45,7 +45,7 @@ from cdpbench.errors import ConfigError, require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator
 from cdpbench.registry import default_registry
 
-from .knowledge import SequentialKnowledge
+from .knowledge import SequentialKnowledge, check_corpus
 
 KNOWLEDGE = ("dk", "spm", "ie", "bksv")
 
@@ -72,15 +72,7 @@ class SequentialAttackerParams:
             "1, 2 or 3",
             self.steps,
         )
-        for name in ("corpus_views", "corpus_tuples"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1", value)
-        require(
-            isinstance(self.corpus_seed, int) and not isinstance(self.corpus_seed, bool) and self.corpus_seed >= 0,
-            "corpus_seed",
-            "an integer >= 0",
-            self.corpus_seed,
-        )
+        check_corpus(self)
         require(isinstance(self.normalized, bool), "normalized", "true or false", self.normalized)
         installed = default_registry().names("estimator")
         require(self.estimator in installed, "estimator", f"an installed estimator ({', '.join(installed)})", self.estimator)
