@@ -16,36 +16,17 @@ from __future__ import annotations
 import resource
 import time
 import multiprocessing as mp
-from importlib import resources
 
 import numpy as np
-import pandas as pd
 
-COLUMNS = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation", "relationship",
-    "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "salary-class",
-]  # fmt: skip
 QI5 = ["age", "education", "marital-status", "race", "sex"]
 QI7 = QI5 + ["workclass", "native-country"]
 
 
 def adult_release(qis: list[str]):
-    from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
-    from cdpbench.taxonomy import Taxonomy
+    from cdpbench.datasets.adult import adult_release as release
 
-    data = resources.files("cdpbench") / "datasets" / "data"
-    with resources.as_file(data / "adult.data.gz") as path:
-        frame = pd.read_csv(path, header=None, names=COLUMNS, skipinitialspace=True)
-    frame = frame[~(frame == "?").any(axis=1)].reset_index(drop=True)
-    frame["id"] = np.arange(len(frame))
-
-    def taxonomy(name: str) -> Taxonomy:
-        with resources.as_file(data / "hierarchies" / f"adult_hierarchy_{name}.csv") as p:
-            return Taxonomy.from_arx_csv(p)
-
-    qi = tuple(NumericQI("age", 17, 90) if q == "age" else CategoricalQI(q, taxonomy(q)) for q in qis)
-    schema = Schema(qi, Sensitive("occupation", taxonomy("occupation").leaves))
-    return schema.encode(frame[schema.columns], 1)
+    return release(qis, "occupation")
 
 
 def _peak_mb() -> float:

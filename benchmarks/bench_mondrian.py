@@ -18,23 +18,17 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from cdpbench.data import History, Publication, Release
+from cdpbench.datasets import adult
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "cdpbench" / "datasets" / "data"
-ADULT_COLUMNS = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-    "salary",
-]
 NUMERIC = ["age", "education-num", "hours-per-week"]
 CATEGORICAL = ["sex", "race"]
 K = 10
@@ -90,15 +84,10 @@ def gcp_of_groups(qi: np.ndarray, group: np.ndarray, schema: Schema, categorical
 
 
 # ---------------------------------------------------------------------------- (a) Adult
-def load_adult() -> tuple[pd.DataFrame, Schema]:
-    raw = pd.read_csv(DATA / "adult.data.gz", names=ADULT_COLUMNS, sep=", ", engine="python")
-    raw = raw[~(raw == "?").any(axis=1)].reset_index(drop=True)
-    hier = DATA / "hierarchies"
-    qis = [NumericQI(c, float(raw[c].min()), float(raw[c].max())) for c in NUMERIC]
-    qis += [CategoricalQI(c, Taxonomy.from_arx_csv(hier / f"adult_hierarchy_{c}.csv")) for c in CATEGORICAL]
-    schema = Schema(tuple(qis), Sensitive("occupation", tuple(sorted(raw["occupation"].unique()))))
-    frame = raw[NUMERIC + CATEGORICAL + ["occupation"]].assign(id=np.arange(len(raw)))
-    return frame, schema
+def load_adult() -> tuple[pd.DataFrame, Release]:
+    """All 30,162 complete Adult rows as one release, and the same table decoded for anonypy."""
+    release = adult.adult_release(NUMERIC + CATEGORICAL, "occupation")
+    return release.to_frame(), release
 
 
 def run_anonypy(frame: pd.DataFrame, k: int) -> tuple[np.ndarray, float]:
@@ -121,8 +110,8 @@ def run_anonypy(frame: pd.DataFrame, k: int) -> tuple[np.ndarray, float]:
 def bench_adult() -> None:
     from cdpbench.metrics import utility
 
-    frame, schema = load_adult()
-    release = schema.encode(frame, t=1)
+    frame, release = load_adult()
+    schema = release.schema
     pub, ours = publish(release, K, "taxonomy")
     pub_set, ours_set = publish(release, K, "set")
     ours_gcp = utility.gcp(pub, release)[0]  # the core metric (cdpbench.metrics.utility.gcp)

@@ -13,7 +13,6 @@ the table shows the best time of a few repeats and the speed-up (target: >= 20x)
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -21,18 +20,10 @@ import pandas as pd
 from pycanon import anonymity
 
 from cdpbench.data import History, Publication, Release
+from cdpbench.datasets import adult
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
-from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
-from cdpbench.taxonomy import Taxonomy
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "cdpbench" / "datasets" / "data"
-HIER = DATA / "hierarchies"
-ADULT_COLUMNS = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-    "salary-class",
-]  # fmt: skip
 K = 10
 REPEATS_OURS = 20
 REPEATS_PYCANON = 3
@@ -40,21 +31,9 @@ TARGET_SPEEDUP = 20.0
 
 
 def adult_release() -> Release:
-    frame = pd.read_csv(DATA / "adult.data.gz", header=None, names=ADULT_COLUMNS, skipinitialspace=True)
-    frame = frame[~(frame == "?").any(axis=1)].reset_index(drop=True)
-    assert len(frame) == 30_162, len(frame)
-    occupation = Taxonomy.from_arx_csv(HIER / "adult_hierarchy_occupation.csv")
-    schema = Schema(
-        qi=(
-            NumericQI("age", 17, 90),
-            NumericQI("education-num", 1, 16),
-            NumericQI("hours-per-week", 1, 99),
-            CategoricalQI("sex", Taxonomy.from_arx_csv(HIER / "adult_hierarchy_sex.csv")),
-            CategoricalQI("race", Taxonomy.from_arx_csv(HIER / "adult_hierarchy_race.csv")),
-        ),
-        sensitive=Sensitive("occupation", occupation.leaves, taxonomy=occupation),
-    )
-    return schema.encode(frame.assign(id=np.arange(len(frame)))[schema.columns], t=1)
+    release = adult.adult_release(("age", "education-num", "hours-per-week", "sex", "race"), "occupation")
+    assert len(release) == 30_162, len(release)
+    return release
 
 
 def k_anonymous_publication(release: Release, ctx: ModelContext) -> Publication:

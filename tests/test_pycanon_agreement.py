@@ -15,7 +15,6 @@ is a strict xfail that starts failing the day pycanon follows the paper.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,40 +22,17 @@ import pytest
 from pycanon import anonymity  # a test dependency (extra "test"): never skipped
 
 from cdpbench.data import History, Publication, Release
+from cdpbench.datasets import adult as adult_dataset
 from cdpbench.plugin import ModelContext, PrivacyModel, PublishContext
 from cdpbench.registry import default_registry
-from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
-from cdpbench.taxonomy import Taxonomy
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "cdpbench" / "datasets" / "data"
-HIER = DATA / "hierarchies"
-COLUMNS = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-    "salary-class",
-]  # fmt: skip
 N_ROWS = 4000
 TOL = 1e-12
 
 
-def adult_frame(n: int) -> pd.DataFrame:
-    """The first ``n`` rows of UCI Adult without a missing value ('?'), with an ``id`` column."""
-    df = pd.read_csv(DATA / "adult.data.gz", header=None, names=COLUMNS, skipinitialspace=True)
-    df = df[~(df == "?").any(axis=1)].reset_index(drop=True).head(n)
-    return df.assign(id=np.arange(len(df)))
-
-
 def adult_release(n: int = N_ROWS) -> Release:
-    occupation = Taxonomy.from_arx_csv(HIER / "adult_hierarchy_occupation.csv")
-    schema = Schema(
-        qi=(
-            NumericQI("age", 17, 90),
-            CategoricalQI("sex", Taxonomy.from_arx_csv(HIER / "adult_hierarchy_sex.csv")),
-            CategoricalQI("education", Taxonomy.from_arx_csv(HIER / "adult_hierarchy_education.csv")),
-        ),
-        sensitive=Sensitive("occupation", occupation.leaves, taxonomy=occupation),
-    )
-    return schema.encode(adult_frame(n)[schema.columns], t=1)
+    """The first ``n`` complete Adult rows: QI age, sex, education; sensitive occupation."""
+    return adult_dataset.adult_release(("age", "sex", "education"), "occupation", rows=n)
 
 
 def model(name: str, **params) -> PrivacyModel:
@@ -194,14 +170,9 @@ def test_recursive_c_equals_pycanon(case):
 def test_ordered_emd_agrees_with_pycanon_on_a_numeric_sensitive_attribute():
     """pycanon's numeric t-closeness is the ordered-distance EMD over the sorted values present;
     with education-num (1..16, all present in these rows) as an ordered sensitive attribute."""
-    frame = adult_frame(N_ROWS)
-    values = tuple(str(v) for v in range(1, 17))
-    assert set(frame["education-num"]) == set(range(1, 17))
-    schema = Schema(
-        qi=(NumericQI("age", 17, 90), NumericQI("hours-per-week", 1, 99)),
-        sensitive=Sensitive("education-num", values, ordered=True),
-    )
-    release = schema.encode(frame[schema.columns].astype({"education-num": str}), t=1)
+    release = adult_dataset.adult_release(("age", "hours-per-week"), "education-num", rows=N_ROWS)
+    assert release.schema.sensitive.values == tuple(str(v) for v in range(1, 17))
+    assert release.schema.sensitive.ordered and len(np.unique(release.sensitive)) == 16
     pub = Publication.from_partition(release, sorted_chunks(release, 25))
     ctx = model_context(release)
     pm = model("t_closeness", distance="ordered")

@@ -312,29 +312,11 @@ def test_estimators_through_the_registry():
 
 
 # ---------------------------------------------------------------------------- real data
-ADULT = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation", "relationship",
-    "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "salary-class",
-]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def adult():
-    from importlib import resources
+    from cdpbench.datasets.adult import adult_release
 
-    data = resources.files("cdpbench") / "datasets" / "data"
-    with resources.as_file(data / "adult.data.gz") as path:
-        frame = pd.read_csv(path, header=None, names=ADULT, skipinitialspace=True)
-    frame = frame[~(frame == "?").any(axis=1)].reset_index(drop=True)
-    frame["id"] = np.arange(len(frame))
-
-    def tax(name):
-        with resources.as_file(data / "hierarchies" / f"adult_hierarchy_{name}.csv") as p:
-            return Taxonomy.from_arx_csv(p)
-
-    qi = (NumericQI("age", 17, 90), *(CategoricalQI(q, tax(q)) for q in ["education", "marital-status", "race", "sex"]))
-    schema = Schema(qi, Sensitive("occupation", tax("occupation").leaves))
-    return schema.encode(frame[schema.columns], 1)
+    return adult_release(("age", "education", "marital-status", "race", "sex"), "occupation")
 
 
 @pytest.mark.parametrize("b", [0.3, 0.7])

@@ -139,6 +139,22 @@ def adult_schema(qi: list[str] | tuple[str, ...] = ("age", "sex", "education"), 
     return Schema(tuple(attrs), sens, respondent="id")
 
 
+def adult_release(
+    qi: list[str] | tuple[str, ...] = ("age", "sex", "education"),
+    sensitive: str = "occupation",
+    rows: int | None = None,
+    t: int = 1,
+) -> Release:
+    """The first ``rows`` cleaned Adult records (all 30,162 by default) as one release with
+    :func:`adult_schema` (``qi``, ``sensitive``); respondent id = row index. For tests and
+    benchmarks that need a single Adult table rather than the continuous scenario."""
+    frame = load_adult()
+    if rows is not None:
+        frame = frame.head(rows)
+    schema = adult_schema(qi, sensitive)
+    return schema.encode(frame.assign(id=np.arange(len(frame)))[schema.columns], t)
+
+
 def _numeric_domain(name: str) -> tuple[float, float]:
     if name in FIXED_DOMAINS:
         low, high = FIXED_DOMAINS[name]
