@@ -43,7 +43,6 @@ def task(cfg: DictConfig) -> float | None:
     from . import plots, runner, tracking
 
     comp = runner.build(cfg)  # invalid parameters fail here, before any MLflow run exists
-    reg_info = {}
     from .registry import default_registry
 
     reg = default_registry()
@@ -52,7 +51,6 @@ def task(cfg: DictConfig) -> float | None:
         info = reg.info(kind, name)
         tags[f"cdpbench.{kind}"] = name
         tags[f"cdpbench.{kind}.version"] = f"{info.distribution} {info.version}"
-        reg_info[kind] = name
     for label in comp.attackers:
         tags[f"cdpbench.attacker.{label}"] = "1"
     try:

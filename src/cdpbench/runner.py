@@ -139,16 +139,15 @@ def run_releases(
         t0 = time.perf_counter()
         report = comp.privacy_model.verify(publication, model_ctx)
         timings["time_verify"] = time.perf_counter() - t0
+        view = publication.public()  # what adversaries see; also the defender's view of itself
         if comp.knowledge is not None:
             # Fig. 2 of JS-reduce: the defender computes the posterior an adversary with its
             # knowledge would reach on this publication and revises its beliefs with it.
             t0 = time.perf_counter()
-            defender_view = publication.public()
             defender_post = defender_posterior(comp, release, publication, prior)
-            comp.knowledge.revise(defender_view, defender_post, publication.respondent)
+            comp.knowledge.revise(view, defender_post, publication.respondent)
             timings["time_revise"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        view = publication.public()
         attacks = {}
         for label, attacker in comp.attackers.items():
             views[label].append(view)
