@@ -404,3 +404,57 @@ def test_csv_sequential_scenario_with_one_schema_per_file(tmp_path):
     cont = CsvReleases(CsvReleasesParams(files=[str(p) for p in paths], schema=[str(schema_path), str(second)]))
     with pytest.raises(DataError, match=r"release 2: the schema changed from release 1 \(QI columns \['age', 'zip'\] -> \['zip'\]\)"):
         list(validated(cont.releases(np.random.default_rng(0)), cont.scenario))
+
+
+def test_csv_literal_inf_or_nan_in_a_numeric_qi_is_refused_naming_the_file(tmp_path):
+    # keep_default_na=False reads the cells 'inf', 'NaN', 'Infinity' as text that float() accepts
+    schema_path, paths = write_scenario(tmp_path, [R1.assign(age=["30", "inf", "NaN"])])
+    ds = CsvReleases(CsvReleasesParams(files=[str(paths[0])], schema=str(schema_path)))
+    with pytest.raises(DataError) as e:
+        ds.check()
+    assert str(e.value) == (
+        "release 1: QI column 'age' has non-finite value(s) ['NaN', 'inf']; a numeric QI needs finite numbers in "
+        f"[0, 120] [file {str(paths[0])!r}]"
+    )
+
+
+def test_csv_fractional_respondent_id_is_refused(tmp_path):
+    schema_path, paths = write_scenario(tmp_path, [R1.assign(pid=[1, 1.5, 9999.7])])
+    ds = CsvReleases(CsvReleasesParams(files=[str(paths[0])], schema=str(schema_path)))
+    with pytest.raises(DataError) as e:
+        ds.check()
+    assert str(e.value) == (
+        f"release 1: column 'pid' (respondent id) must hold integers; got [1.5, 9999.7] [file {str(paths[0])!r}]"
+    )
+
+
+def test_csv_header_only_file_is_an_empty_release(tmp_path):
+    schema_path, paths = write_scenario(tmp_path, [R1, R2.iloc[:0]])
+    assert paths[1].read_text() == "pid,age,zip,disease\n"
+    ds = CsvReleases(CsvReleasesParams(files=[str(p) for p in paths], schema=str(schema_path)))
+    with pytest.raises(DataError) as e:
+        ds.check()
+    assert str(e.value) == f"release 2: no records; a release needs at least one record [file {str(paths[1])!r}]"
+
+
+def test_csv_check_reads_every_release_before_the_run(tmp_path):
+    bad = R2.assign(age=[30, 52, 190])
+    schema_path, paths = write_scenario(tmp_path, [R1, R2, bad])
+    ds = CsvReleases(CsvReleasesParams(files=str(tmp_path / "data" / "release_*.csv"), schema=str(schema_path)))
+    with pytest.raises(DataError) as e:
+        ds.check()
+    assert str(e.value) == (
+        f"release 3: QI column 'age' has value(s) [190.0] outside its domain [0, 120] [file {str(paths[2])!r}]"
+    )
+    # cross-release rules too: a cumulative scenario must keep every earlier record
+    timed = tmp_path / "conf" / "timed.yaml"
+    timed.write_text(SCHEMA_YAML + "time: ts\n")
+    frames = [R1.assign(ts=1), pd.concat([R1, R2.iloc[2:]]).assign(ts=[1, 1, 1, 2]), R2.assign(ts=[1, 1, 2])]
+    for path, frame in zip(paths, frames):
+        frame.to_csv(path, index=False)
+    cumulative = CsvReleases(CsvReleasesParams(files=[str(p) for p in paths], schema=str(timed), scenario="cumulative"))
+    with pytest.raises(DataError, match=r"^release 3: respondent\(s\) \[2\] of release 2 are missing"):
+        cumulative.check()
+    frames[1].to_csv(paths[2], index=False)  # nothing new, nothing dropped: fine
+    assert cumulative.check() is None
+    assert [len(r) for r in cumulative.releases(np.random.default_rng(0))] == [3, 4, 4]

@@ -1,8 +1,9 @@
 """Bad input gives a DataError with a one-line message naming the field and what is allowed.
 
-Per release: Schema.encode (missing / extra columns, NaN, values outside the domain, unknown
-categories, duplicate respondents). Across releases: validated() (schema changes, numbering,
-cumulative timestamps and records).
+Per release: Schema.encode (missing / extra columns, NaN, non-finite numbers, values outside the
+domain, unknown categories, non-integer ids or timestamps, duplicate respondents). Across
+releases: validated() (empty releases, schema changes, numbering, cumulative timestamps and
+records).
 """
 
 from __future__ import annotations
@@ -113,7 +114,61 @@ def test_duplicate_respondents_within_a_release():
 
 def test_missing_or_non_integer_respondent_id():
     assert error(good().assign(id=[7, None, 9])) == "release 3: column 'id' (respondent id) has missing values"
-    assert error(good().assign(id=["a", "b", "c"])) == "release 3: column 'id' (respondent id) must hold integers"
+    assert error(good().assign(id=["a", "7", "b"])) == (
+        "release 3: column 'id' (respondent id) must hold integers; got ['a', 'b']"
+    )
+
+
+def test_fractional_or_non_finite_respondent_ids_are_refused_not_truncated():
+    # int64 conversion would turn 9999.7 into 9999 and report 4.5 as a duplicate of 4
+    assert error(good().assign(id=[4, 4.5, 9999.7])) == (
+        "release 3: column 'id' (respondent id) must hold integers; got [4.5, 9999.7]"
+    )
+    assert error(good().assign(id=[7, np.inf, -np.inf])) == (
+        "release 3: column 'id' (respondent id) must hold integers; got [-inf, inf]"
+    )
+    assert error(good().assign(id=["7", "inf", "8.5"])) == (
+        "release 3: column 'id' (respondent id) must hold integers; got ['8.5', 'inf']"
+    )
+    many = pd.concat([good()] * 3, ignore_index=True).assign(id=np.arange(9) + 0.5)
+    assert error(many) == "release 3: column 'id' (respondent id) must hold integers; got [0.5, 1.5, 2.5, 3.5, 4.5]"
+
+
+def test_integral_float_and_integer_text_respondent_ids_are_accepted():
+    # pandas reads an int column with an empty cell as float: 7.0 is the integer 7
+    assert SCHEMA.encode(good().assign(id=[7.0, 8.0, 9.0]), 3).respondent.tolist() == [7, 8, 9]
+    assert SCHEMA.encode(good().assign(id=["7", "8", "9"]), 3).respondent.tolist() == [7, 8, 9]
+    big = 2**62 + 1  # int64 ids keep every digit (no detour through float)
+    assert SCHEMA.encode(good().assign(id=[big, 8, 9]), 3).respondent.tolist() == [big, 8, 9]
+
+
+def test_non_finite_numbers_in_a_numeric_qi():
+    # a CSV cell reading inf / nan / Infinity is text that float() accepts
+    msg = error(good().assign(age=["25", "inf", "nan"]))
+    assert msg == (
+        "release 3: QI column 'age' has non-finite value(s) ['inf', 'nan']; a numeric QI needs finite numbers in [17, 90]"
+    )
+    msg = error(good().assign(age=["-inf", "Infinity", "NaN"]))
+    assert msg == (
+        "release 3: QI column 'age' has non-finite value(s) ['-inf', 'Infinity', 'NaN']; a numeric QI needs finite "
+        "numbers in [17, 90]"
+    )
+    msg = error(good().assign(age=[25.0, np.inf, -np.inf]))
+    assert msg == "release 3: QI column 'age' has non-finite value(s) [-inf, inf]; a numeric QI needs finite numbers in [17, 90]"
+
+
+TIMED = Schema(SCHEMA.qi, SCHEMA.sensitive, time="ts")
+
+
+def test_timestamps_must_be_finite_integers():
+    assert TIMED.encode(good().assign(ts=[1.0, 2.0, 2.0]), 3).time.tolist() == [1, 2, 2]
+    assert error(good().assign(ts=[1, None, 2]), schema=TIMED) == "release 3: column 'ts' (timestamp) has missing values"
+    assert error(good().assign(ts=[1, 1.5, np.inf]), schema=TIMED) == (
+        "release 3: column 'ts' (timestamp) must hold integers; got [1.5, inf]"
+    )
+    assert error(good().assign(ts=["1", "monday", "2"]), schema=TIMED) == (
+        "release 3: column 'ts' (timestamp) must hold integers; got ['monday']"
+    )
 
 
 # ---------------------------------------------------------------------------- across releases
@@ -209,3 +264,9 @@ def test_internally_inconsistent_releases_from_a_plugin():
         run([dataclasses.replace(r, respondent=np.array([8, 8, 9]))], "continuous")
     with pytest.raises(DataError, match="release 1: the data set yielded a DataFrame, not a Release"):
         run([good()], "continuous")
+
+
+def test_an_empty_release_is_refused():
+    with pytest.raises(DataError) as e:
+        run([release(1), release(2, frame=good().iloc[:0])], "continuous")
+    assert str(e.value) == "release 2: no records; a release needs at least one record"

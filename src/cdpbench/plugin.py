@@ -132,6 +132,14 @@ class Dataset(Plugin):
     def releases(self, rng: np.random.Generator) -> Iterator[Release]:
         raise NotImplementedError
 
+    def check(self) -> None:
+        """Validate every input the data set reads (files, schemas) before any run is created.
+
+        Called by the CLI for every job of a sweep before anything is launched; raise
+        :class:`~cdpbench.errors.DataError` with a one-line message naming the field. Default:
+        nothing to check (generated data sets validate their parameters in ``Params``).
+        """
+
 
 class Knowledge(Plugin):
     """Background knowledge (``cdpbench.knowledge``).

@@ -144,7 +144,8 @@ class Schema:
         """Validate a raw table and encode it into a :class:`~cdpbench.data.Release`.
 
         Raises :class:`DataError` for missing or extra columns, NaN in a QI or the sensitive
-        attribute, values outside the domain and respondents appearing twice.
+        attribute, non-finite numbers or values outside the domain of a numeric QI, respondent
+        ids or timestamps that are not integers and respondents appearing twice.
         """
         from .data import Release
 
@@ -157,13 +158,7 @@ class Schema:
         if extra and not allow_extra:
             raise DataError(f"{where}: unexpected column(s) {extra}; the schema allows {cols}")
         n = len(frame)
-        rid = frame[self.respondent]
-        if rid.isna().any():
-            raise DataError(f"{where}: column {self.respondent!r} (respondent id) has missing values")
-        try:
-            respondent = rid.to_numpy(dtype=np.int64)
-        except (TypeError, ValueError):
-            raise DataError(f"{where}: column {self.respondent!r} (respondent id) must hold integers") from None
+        respondent = _encode_integers(frame[self.respondent], f"column {self.respondent!r} (respondent id)", where)
         dup = pd.Index(respondent).duplicated()
         if dup.any():
             raise DataError(
@@ -174,12 +169,7 @@ class Schema:
         for j, a in enumerate(self.qi):
             qi[:, j] = _encode_qi(frame[a.name], a, where)
         sensitive = _encode_categorical(frame[self.sensitive.name], self.sensitive.values, self.sensitive.name, where)
-        time = None
-        if self.time:
-            tcol = frame[self.time]
-            if tcol.isna().any():
-                raise DataError(f"{where}: column {self.time!r} (timestamp) has missing values")
-            time = tcol.to_numpy(dtype=np.int64)
+        time = _encode_integers(frame[self.time], f"column {self.time!r} (timestamp)", where) if self.time else None
         return Release(t=t, schema=self, respondent=respondent, qi=qi, sensitive=sensitive, time=time, truth=truth or {})
 
     # ------------------------------------------------------------------ (de)serialization
@@ -241,6 +231,12 @@ def _encode_qi(col: pd.Series, a: QI, where: str) -> np.ndarray:
             x = col.to_numpy(dtype=float)
         except (TypeError, ValueError):
             raise DataError(f"{where}: QI column {a.name!r} is numeric; it holds non-numbers") from None
+        finite = np.isfinite(x)
+        if not finite.all():
+            raise DataError(
+                f"{where}: QI column {a.name!r} has non-finite value(s) {_some(col[~finite])}; a numeric QI needs "
+                f"finite numbers in [{a.low:g}, {a.high:g}]"
+            )
         bad = (x < a.low) | (x > a.high)
         if bad.any():
             raise DataError(
@@ -261,3 +257,33 @@ def _encode_categorical(col: pd.Series, values: tuple[str, ...], name: str, wher
         shown = list(values) if len(values) <= 20 else list(values[:20]) + ["..."]
         raise DataError(f"{where}: column {name!r} has unknown value(s) {unknown[:5]}; allowed: {shown}")
     return codes
+
+
+def _encode_integers(col: pd.Series, what: str, where: str) -> np.ndarray:
+    """An int64 array from a column of integers; integral floats (``7.0``: pandas reads an int
+    column with a missing cell as float) and integer strings pass, anything else is refused."""
+    if col.isna().any():
+        raise DataError(f"{where}: {what} has missing values")
+    if pd.api.types.is_integer_dtype(col):
+        return col.to_numpy(dtype=np.int64)
+    numbers = pd.to_numeric(col, errors="coerce")  # text that is no number -> NaN
+    if pd.api.types.is_integer_dtype(numbers):
+        return numbers.to_numpy(dtype=np.int64)
+    x = numbers.to_numpy(dtype=float)
+    ok = np.isfinite(x) & (np.trunc(x) == x) & (np.abs(x) < 2.0**63)
+    if not ok.all():
+        raise DataError(f"{where}: {what} must hold integers; got {_some(col[~ok])}")
+    return x.astype(np.int64)
+
+
+def _some(values: pd.Series) -> list:
+    """Up to 5 distinct values for an error message, smallest first (by text if types are mixed)."""
+    try:
+        distinct = pd.unique(values).tolist()
+    except TypeError:  # unhashable cells (a Parquet list column): show them as text
+        distinct = pd.unique(values.astype(str)).tolist()
+    try:
+        shown = sorted(distinct)[:5]
+    except TypeError:
+        shown = sorted(distinct, key=str)[:5]
+    return [v.item() if isinstance(v, np.generic) else v for v in shown]  # 1.5, not np.float64(1.5)

@@ -7,7 +7,8 @@ Example (``dataset=csv``)::
 with ``schema.yaml`` in the format of :meth:`Schema.from_dict <cdpbench.schema.Schema.from_dict>`
 (hierarchy files relative to the YAML's folder). Release t is the t-th file. Each file holds the
 schema's columns: the respondent id (same id = same person across releases), the QIs, the
-sensitive attribute and, for a cumulative scenario, the timestamp column.
+sensitive attribute and, for a cumulative scenario, the timestamp column. :meth:`CsvReleases.check`
+reads and validates every file before a run starts (the README's "Your own data" section).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..data import Release
 from ..errors import DataError, require
 from ..plugin import Dataset
 from ..schema import Schema
-from .validate import SCENARIOS
+from .validate import SCENARIOS, validated
 
 #: File formats by (lower-case) file name ending.
 FORMATS: dict[str, str] = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -133,13 +134,24 @@ class CsvReleases(Dataset):
         paths, schemas = self.resolve()
         return self._read(paths, schemas)
 
+    def check(self) -> None:
+        """Read, encode and validate every release now, as the run would (same rules across
+        releases, same errors), so that a bad file stops the job before release 1 is computed.
+        Releases are read one at a time and dropped: at most two are held at once."""
+        paths, schemas = self.resolve()
+        for _ in validated(self._read(paths, schemas), self.scenario):
+            pass
+
     def _read(self, paths: list[Path], schemas: list[Schema]) -> Iterator[Release]:
         for t, (path, schema) in enumerate(zip(paths, schemas), start=1):
             frame = read_table(path, schema)
             try:
-                yield schema.encode(frame, t, allow_extra=self.params.ignore_extra)
+                release = schema.encode(frame, t, allow_extra=self.params.ignore_extra)
+                if not len(release):  # validated() refuses it too, but here the error names the file
+                    raise DataError(f"release {t}: no records; a release needs at least one record")
             except DataError as e:
                 raise DataError(f"{e} [file {str(path)!r}]") from None
+            yield release
 
 
 def _format(path: Path) -> str | None:

@@ -5,8 +5,9 @@ cannot see is how releases relate to each other. :func:`validated` checks that, 
 release as they stream (the runner wraps every data set with it):
 
 * releases are numbered t = 1, 2, 3, ... in order;
-* every release is internally consistent (array shapes, one record per respondent, sensitive
-  codes inside the domain) — a plugin may build releases without ``Schema.encode``;
+* every release is internally consistent (at least one record, array shapes, one record per
+  respondent, sensitive codes inside the domain) — a plugin may build releases without
+  ``Schema.encode``;
 * continuous and cumulative scenarios keep one schema; only a sequential scenario (KSAA,
   k-linkability) may change attribute sets between releases;
 * a cumulative release (BCF, EDBT 2008 §1: R_i covers D_1 ∪ … ∪ D_i) carries per-record
@@ -66,6 +67,8 @@ def _validated(releases: Iterator[Release], scenario: str) -> Iterator[Release]:
 def _check_consistent(release: Release) -> None:
     where = f"release {release.t}"
     n = len(release.respondent)
+    if n == 0:
+        raise DataError(f"{where}: no records; a release needs at least one record")
     d = len(release.schema.qi)
     if release.qi.shape != (n, d):
         raise DataError(f"{where}: QI matrix has shape {release.qi.shape}; {n} respondents and {d} QIs need ({n}, {d})")
@@ -80,7 +83,7 @@ def _check_consistent(release: Release) -> None:
             f"record per respondent"
         )
     m = release.schema.sensitive.size
-    if n and (release.sensitive.min() < 0 or release.sensitive.max() >= m):
+    if release.sensitive.min() < 0 or release.sensitive.max() >= m:
         bad = np.unique(release.sensitive[(release.sensitive < 0) | (release.sensitive >= m)])
         raise DataError(
             f"{where}: sensitive code(s) {bad[:5].tolist()} outside 0..{m - 1} "
