@@ -87,8 +87,9 @@ def test_bad_parameters_give_one_line_errors_and_no_run(cli, mlflow_client, over
     assert [r for r in all_runs(mlflow_client(cli.uri)) if r.info.status == "RUNNING"] == []
 
 
-def test_failure_mid_run_marks_run_failed_without_artifacts(cli, mlflow_client):
-    # the user's own releases: the second file holds a value the schema does not allow
+def test_a_bad_release_is_refused_before_the_run(cli, mlflow_client):
+    # the user's own releases: the second file holds a value the schema does not allow. Every
+    # release is checked before the run starts (a failure mid-run: tests/test_hardening.py)
     d = cli.cwd / "data"
     d.mkdir()
     (d / "schema.yaml").write_text(
@@ -106,14 +107,12 @@ def test_failure_mid_run_marks_run_failed_without_artifacts(cli, mlflow_client):
         frame.to_csv(d / f"release_{t}.csv", index=False)
     proc = cli("dataset=csv", "dataset.files=data/release_*.csv", "dataset.schema=data/schema.yaml",
                "privacy_model.k=3", "progress=false", check=False)
-    assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "'disease'" in last and "plague" in last, proc.stderr
-    c = mlflow_client(cli.uri)
-    (run,) = all_runs(c)
-    assert run.info.status == "FAILED"
-    assert c.list_artifacts(run.info.run_id) == []
-    assert [m.step for m in c.get_metric_history(run.info.run_id, "gcp_norm")] == [1]
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: release 2: column 'disease' has unknown value(s) ['plague']; allowed: ['flu', 'hiv', 'cold'] "
+        "[file 'data/release_2.csv']")
+    assert all_runs(mlflow_client(cli.uri)) == []
+    assert not (cli.cwd / "outputs").exists()
 
 
 def _sweep_metrics(c, parent_id):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
 from . import plots, tracking
+from .launch import short_override
 from .errors import CdpbenchError
 
 IGNORED_PARAMS = ("tracking.", "progress", "hydra")
@@ -30,11 +32,14 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--against", metavar="PARAM", help="plot the metric's mean over releases against this swept "
                     "parameter (e.g. privacy_model.j, metrics.query_error.selectivity), one line per other configuration")
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
+    ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
     args = ap.parse_args(argv)
     uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
     c = tracking.client(uri)
     parent, runs, name = _select_runs(c, args)
+    if not args.include_unfinished:
+        runs = _finished(runs, name)
     histories = {r.info.run_id: _histories(c, r) for r in runs}
     labels = _labels(runs)
     series: dict[str, pd.Series] = {}
@@ -67,10 +72,35 @@ def report_command(argv: list[str]) -> int:
         c.log_artifact(parent, str(csv), "report")
     print(f"plot:    {png}")
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
+    print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
+    return 0
+
+
+def browse_hint(uri: str, experiment_id: str) -> str:
+    """Where to look at the runs: a tracking server's own UI, else the ``mlflow ui`` command that
+    serves the store (``mlflow ui --backend-store-uri http://...`` does not work)."""
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments/{experiment_id}"
     mlflow_cmd = Path(sys.executable).parent / "mlflow"
     mlflow_cmd = str(mlflow_cmd) if mlflow_cmd.exists() else "mlflow"
-    print(f"browse:  {mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
-    return 0
+    return f"{mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000/#/experiments/{experiment_id})"
+
+
+def _finished(runs: list, name: str) -> list:
+    """The FINISHED runs; says on stdout how many others it left out and why."""
+    kept = [r for r in runs if r.info.status == "FINISHED"]
+    statuses = Counter(r.info.status for r in runs if r.info.status != "FINISHED")
+    if not kept:
+        raise CdpbenchError(f"no FINISHED run in {name} ({_counts(statuses)}); --include-unfinished to use them anyway")
+    n = sum(statuses.values())
+    if n:
+        that, it = ("run that is", "it") if n == 1 else ("runs that are", "them")
+        print(f"left out {n} {that} not FINISHED ({_counts(statuses)}); --include-unfinished to include {it}")
+    return kept
+
+
+def _counts(statuses: Counter) -> str:
+    return ", ".join(f"{k} {s}" for s, k in sorted(statuses.items()))
 
 
 def _against(runs, histories, metric: str, param: str) -> dict[str, pd.Series]:
@@ -154,12 +184,6 @@ def _matching(hist: dict[str, pd.Series], metric: str) -> list[str]:
     return sorted(k for k in hist if k.endswith("." + metric))
 
 
-def _short(token: str) -> str:
-    """``+experiment/js_reduce/method=l_diversity`` -> ``method=l_diversity``."""
-    key, sep, value = token.lstrip("+~").partition("=")
-    return key.rsplit("/", 1)[-1] + sep + value
-
-
 def _labels(runs) -> dict[str, str]:
     """Label runs by what differs between them: the command-line overrides of each job that are
     not shared by every job (e.g. ``privacy_model=l_diversity privacy_model.k=5``); runs without
@@ -168,7 +192,7 @@ def _labels(runs) -> dict[str, str]:
     if all(o is not None for o in overrides):
         tokens = [o.split() for o in overrides]
         common = set.intersection(*(set(t) for t in tokens)) if tokens else set()
-        labels = [" ".join(_short(t) for t in toks if t not in common) for toks in tokens]
+        labels = [" ".join(short_override(t) for t in toks if t not in common) for toks in tokens]
         if len(set(labels)) == len(labels):
             return {r.info.run_id: lab or (r.info.run_name or r.info.run_id[:8]) for r, lab in zip(runs, labels)}
     params = [{k: v for k, v in r.data.params.items() if not k.startswith(IGNORED_PARAMS)} for r in runs]

@@ -3,8 +3,10 @@
 The embedded default store is ``sqlite:///<abs>/outputs/mlflow.db`` (absolute, so that jobs that
 change directory still share it), artifacts under ``outputs/mlartifacts``; ``MLFLOW_TRACKING_URI``
 overrides both. In a multirun the database, the experiment and the parent run are created in the
-launching process (:class:`MultirunParent`, a Hydra callback) before any job starts: parallel jobs
-creating a fresh SQLite database race on its schema migration.
+launching process (:class:`SweepRun`, by code: no config can install a callback) before any job
+starts, because parallel jobs creating a fresh SQLite database race on its schema migration. The
+launching process also ends the parent: FAILED with the count of failed children when any job
+failed, and any child a dead worker left RUNNING is marked FAILED with the reason.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
 PARENT_ENV = "CDPBENCH_PARENT_RUN_ID"
-PARENT_FILE = ".mlflow_parent_run"
-_LAUNCHER_PARENT: dict[str, str] = {}  # set in the launching process only (see cli.main)
+SWEEP_FILE = ".cdpbench_sweep.json"  # in the sweep folder: parent run id, job count, varying keys
+#: MLflow 3's UI opens an experiment on its GenAI traces unless the experiment says what it is.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+ERROR_TAG = "cdpbench.error"
 
 
 def project_root() -> Path:
@@ -61,17 +64,20 @@ def client(uri: str):
 
 
 def experiment_id(c, name: str, root: Path | None = None) -> str:
+    """The experiment's id, created if needed and tagged so that the MLflow UI opens on its runs."""
     exp = c.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        loc = artifact_root(root) if c.tracking_uri.startswith("sqlite:") else None
-        return c.create_experiment(name, artifact_location=loc)
-    except Exception:  # created concurrently by another process
-        exp = c.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            loc = artifact_root(root) if c.tracking_uri.startswith("sqlite:") else None
+            return c.create_experiment(name, artifact_location=loc, tags=EXPERIMENT_KIND)
+        except Exception:  # created concurrently by another process
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    for k, v in EXPERIMENT_KIND.items():
+        if exp.tags.get(k) is None:
+            c.set_experiment_tag(exp.experiment_id, k, v)
+    return exp.experiment_id
 
 
 def git_commit(root: Path | None = None) -> str | None:
@@ -104,72 +110,89 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-class MultirunParent(Callback):
-    """Creates the database, the experiment and the sweep's parent run before jobs launch."""
+class SweepRun:
+    """A sweep's parent run, created in the launching process before any job starts.
 
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        root = Path.cwd()
-        uri = tracking_uri(config, root)
-        c = client(uri)
-        exp = experiment_id(c, config.tracking.experiment, root)
-        sweep_dir = Path(config.hydra.sweep.dir)
-        tags = {"mlflow.runName": f"sweep {sweep_dir.name}", "cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(sweep_dir.resolve())}
+    The sweep folder gets :data:`SWEEP_FILE` (parent run id, job count, varying override keys,
+    preset, whether the launching process draws the sweep's progress line) for the jobs to read,
+    wherever they run; the parent id is also exported as ``$CDPBENCH_PARENT_RUN_ID``.
+    """
+
+    def __init__(self, plan, cfg: DictConfig, root: Path, sweep_progress: bool):
+        self.uri = tracking_uri(cfg, root)
+        self.c = client(self.uri)
+        self.total = len(plan.jobs)
+        self.exp = experiment_id(self.c, cfg.tracking.experiment, root)
+        sweep_dir = root / plan.output_dir
+        tags = {
+            "mlflow.runName": f"{plan.preset or 'sweep'} ({sweep_dir.name})",
+            "cdpbench.kind": "sweep",
+            "cdpbench.sweep_dir": str(sweep_dir.resolve()),
+            "cdpbench.overrides": " ".join(plan.overrides),
+            "cdpbench.jobs": str(self.total),
+        }
         commit = git_commit(root)
         if commit:
             tags["mlflow.source.git.commit"] = commit
-        overrides = list(config.hydra.overrides.task)
-        tags["cdpbench.overrides"] = " ".join(overrides)
-        run = c.create_run(exp, tags=tags)
-        rid = run.info.run_id
+        self.run_id = self.c.create_run(self.exp, tags=tags).info.run_id
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / PARENT_FILE).write_text(rid)
-        os.environ[PARENT_ENV] = rid
-        _LAUNCHER_PARENT.update(uri=uri, run_id=rid)
-        log.info("MLflow parent run %s in %s", rid, uri)
+        info = {"parent_run_id": self.run_id, "jobs": self.total, "varying": plan.varying, "preset": plan.preset,
+                "sweep_progress": sweep_progress}
+        (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
+        os.environ[PARENT_ENV] = self.run_id
+        log.info("MLflow parent run %s in %s", self.run_id, self.uri)
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        finish_parent("FINISHED")
+    def children(self) -> list:
+        return self.c.search_runs([self.exp], filter_string=f"tags.mlflow.parentRunId = '{self.run_id}'",
+                                  max_results=50000)
+
+    def finish(self, interrupted: bool = False) -> tuple[list, int]:
+        """End the parent: children left RUNNING (their worker died, or the sweep was interrupted)
+        become FAILED with the reason; the parent is FAILED when any job failed or never ran, with
+        the count in ``cdpbench.failed_jobs``. Returns the failed children (in job order) and the
+        number of jobs that never created a run."""
+        reason = "the job did not end: the sweep was interrupted" if interrupted else (
+            "the job did not end: its worker process died, or was stopped when another one died")
+        children = self.children()
+        for ch in children:
+            if ch.info.status in ("RUNNING", "SCHEDULED"):
+                self.c.set_tag(ch.info.run_id, ERROR_TAG, reason)
+                self.c.set_terminated(ch.info.run_id, "FAILED")
+        children = self.children()
+        failed = [ch for ch in children if ch.info.status != "FINISHED"]
+        missing = max(self.total - len(children), 0)
+        self.c.set_tag(self.run_id, "cdpbench.failed_jobs", str(len(failed) + missing))
+        ok = not failed and not missing and not interrupted
+        self.c.set_terminated(self.run_id, "FINISHED" if ok else "FAILED")
+        os.environ.pop(PARENT_ENV, None)
+        return sorted(failed, key=lambda r: int(r.data.tags.get("cdpbench.job", 0))), missing
 
 
-def finish_parent(status: str) -> None:
-    """Mark the launching process's parent run terminated (FAILED if any child failed)."""
-    if not _LAUNCHER_PARENT:
-        return
-    uri, rid = _LAUNCHER_PARENT["uri"], _LAUNCHER_PARENT["run_id"]
-    c = client(uri)
-    run = c.get_run(rid)
-    children = c.search_runs([run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{rid}'")
-    if status == "FINISHED" and any(ch.info.status != "FINISHED" for ch in children):
-        status = "FAILED"
-    c.set_terminated(rid, status)
-    _LAUNCHER_PARENT.clear()
-
-
-def parent_run_id(cfg: DictConfig) -> str | None:
-    """The sweep's parent run, as left by :class:`MultirunParent` (env var or sweep-dir file)."""
+def sweep_info() -> dict[str, Any]:
+    """What the launching process left for this job in the sweep folder ({} outside a sweep)."""
     try:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
         hc = HydraConfig.get()
         if hc.mode != RunMode.MULTIRUN:
-            return None
-        f = Path(hc.runtime.cwd) / hc.sweep.dir / PARENT_FILE
+            return {}
+        f = Path(hc.runtime.cwd) / hc.sweep.dir / SWEEP_FILE
         if f.exists():
-            return f.read_text().strip()
+            return json.loads(f.read_text())
     except Exception:
         pass
-    return os.environ.get(PARENT_ENV)
+    parent = os.environ.get(PARENT_ENV)
+    return {"parent_run_id": parent} if parent else {}
 
 
 class JobRun:
     """One MLflow run for one job; batches metrics; marks FAILED on error."""
 
-    def __init__(self, cfg: DictConfig, tags: dict[str, str], run_name: str):
+    def __init__(self, cfg: DictConfig, tags: dict[str, str], run_name: str, parent: str | None = None):
         self.uri = tracking_uri(cfg)
         self.c = client(self.uri)
         self.exp = experiment_id(self.c, cfg.tracking.experiment)
-        parent = parent_run_id(cfg)
         tags = dict(tags)
         tags["mlflow.runName"] = run_name
         if parent:
@@ -201,5 +224,7 @@ class JobRun:
     def log_artifacts(self, folder: Path) -> None:
         self.c.log_artifacts(self.run_id, str(folder))
 
-    def end(self, status: str) -> None:
+    def end(self, status: str, error: str | None = None) -> None:
+        if error:
+            self.c.set_tag(self.run_id, ERROR_TAG, error[:5000])
         self.c.set_terminated(self.run_id, status)

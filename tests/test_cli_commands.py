@@ -1,0 +1,262 @@
+"""The subcommands around runs: help, experiments, plugins (override paths) and report."""
+
+import re
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import REPO
+from cdpbench import cli as cli_module
+from cdpbench.errors import CdpbenchError
+from cdpbench.experiments_cmd import experiments_lines, preset_names, preset_options
+from cdpbench.help_cmd import help_text
+from cdpbench.plugins_cmd import plugins_command
+from cdpbench.report import browse_hint, report_command
+
+METHODS = ["bt_privacy", "js_reduce", "l_diversity", "t_closeness"]
+
+
+def compose(*overrides):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from cdpbench.registry import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
+
+
+# ----------------------------------------------------------------------------------------- help
+@pytest.mark.parametrize("flag", ["--help", "-h", "help"])
+def test_help_is_cdpbench_own_page(flag, capsys):
+    assert cli_module.main([flag]) == 0
+    out = capsys.readouterr().out
+    assert out == help_text() + "\n"
+    for usage in ["cdpbench [OVERRIDES...]", "cdpbench -m [OVERRIDES...]", "hydra/launcher=joblib hydra.launcher.n_jobs=N",
+                  "cdpbench plugins [KIND]", "cdpbench experiments", "cdpbench report [", "cdpbench help",
+                  "cdpbench --hydra-help", "--cfg job", "MLFLOW_TRACKING_URI", "outputs/mlflow.db", "outputs/runs/"]:
+        assert usage in out, usage
+    assert "powered by Hydra" not in out
+    assert len(out.splitlines()) <= 35
+
+
+def test_help_examples_are_the_readmes_or_compose():
+    readme = (REPO / "README.md").read_text()
+    examples = help_text().split("examples:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(examples) >= 4
+    for line in examples:
+        cmd = line.strip()
+        if cmd not in readme:  # not copied from the README: its overrides must compose
+            cfg = compose(*cmd.split()[1:])
+            assert cfg.metrics.kl_divergence.enabled is False and cfg.metrics.query_error.selectivity == 0.05
+
+
+def test_help_through_the_console_script(cli):
+    out = cli("--help").stdout
+    assert out == help_text() + "\n"
+
+
+# ---------------------------------------------------------------------------------- experiments
+def test_presets_and_option_groups_of_the_repository():
+    assert preset_names() == ["quickstart", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
+                              "js_reduce/fig7", "js_reduce/fig8"]
+    assert preset_options("experiment/js_reduce/method") == METHODS
+    assert preset_options("+experiment/js_reduce/method") == METHODS
+    for bad in ["experiment/../../evil", "experiment/js_reduce", "experiment", "dataset"]:
+        assert preset_options(bad) == [], bad
+    assert "../../evil" not in preset_names() and "js_reduce/method/js_reduce" not in preset_names()
+
+
+def test_experiments_lists_description_and_command_of_every_preset(cli):
+    out = cli("experiments").stdout
+    assert out.strip() == "\n".join(experiments_lines()).strip()
+    blocks = {b.splitlines()[0]: b for b in out.split("\n\n")}
+    for name in preset_names():
+        block = blocks[name]
+        assert f"    run:     cdpbench -m +experiment={name} hydra/launcher=joblib" in block
+        assert "@package" not in block
+        desc = [ln for ln in block.splitlines()[1:] if not ln.lstrip().startswith(("run:", "report:"))]
+        assert desc and all(len(ln) <= 100 and "cdpbench " not in ln for ln in desc), block
+    assert "Fig. 7: adversary gain against the JS-divergence threshold j" in " ".join(blocks["js_reduce/fig7"].split())
+    assert "    report:  cdpbench report --latest --metric dk3.gain_rho --against privacy_model.j" in blocks["js_reduce/fig7"]
+    assert f"options of experiment/js_reduce/method: {', '.join(METHODS)}" in out
+    assert re.search(r"^    js_reduce +JS-reduce, k = 3, t = 0.5, j = 0.6", out, re.M)
+    assert "\njs_reduce/method" not in out
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_experiments_synthesizes_commands_and_finds_relative_groups(tmp_path, monkeypatch):
+    conf = tmp_path / "conf"
+    write(conf / "config.yaml", "seed: 0\n")
+    exp = conf / "experiment"
+    write(exp / "a.yaml", "# @package _global_\n# Sweeps two options.\n"
+                          "hydra:\n  sweeper:\n    params:\n      +experiment/opts: x,y\n")
+    write(exp / "b.yaml", "# A single run\n# on two lines.\nseed: 3\n")
+    write(exp / "c.yaml", "# @package _global_\n# Includes a.\ndefaults:\n  - /experiment/a@_global_\n")
+    write(exp / "opts" / "x.yaml", "# Option x.\nseed: 1\n")
+    write(exp / "opts" / "y.yaml", "seed: 2\n")
+    write(exp / "sub" / "d.yaml", "# @package _global_\n# Uses a relative group.\n#   cdpbench +experiment=sub/d seed=9\n"
+                                  "defaults:\n  - inner@_global_: p\n")
+    write(exp / "sub" / "inner" / "p.yaml", "# Inner option p.\nseed: 4\n")
+    monkeypatch.setenv("CDPBENCH_CONF", str(conf))
+    assert preset_names() == ["a", "b", "c", "sub/d"]
+    assert preset_options("experiment/opts") == ["x", "y"]
+    assert preset_options("experiment/sub/inner") == ["p"]
+    out = "\n".join(experiments_lines())
+    assert "a\n    Sweeps two options.\n    run:     cdpbench -m +experiment=a\n" in out
+    assert "b\n    A single run on two lines.\n    run:     cdpbench +experiment=b\n" in out
+    assert "c\n    Includes a.\n    run:     cdpbench -m +experiment=c\n" in out  # sweeps through a
+    assert "sub/d\n    Uses a relative group.\n    run:     cdpbench +experiment=sub/d seed=9\n" in out
+    assert "options of experiment/opts: x, y\n" in out and "    x  Option x.\n" in out
+    assert "options of experiment/sub/inner: p\n" in out
+
+
+def test_experiments_without_its_folder_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "config.yaml", "seed: 0\n")
+    monkeypatch.setenv("CDPBENCH_CONF", str(tmp_path))
+    with pytest.raises(CdpbenchError, match="no experiments folder at "):
+        preset_names()
+    assert cli_module.main(["experiments"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no experiments folder at ") and len(err.strip().splitlines()) == 1
+
+
+# -------------------------------------------------------------------------------------- plugins
+def plugins_output(capsys, *argv):
+    assert plugins_command(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def test_plugins_prints_selecting_override_and_full_parameter_paths(capsys):
+    out = plugins_output(capsys)
+    for text in ["      use: anonymizer=mondrian\n", "      use: dataset=bkseq\n", "      use: estimator=omega\n",
+                 "      use: attacker=sequential, or one more attacker in the same run:\n",
+                 "+extra_attackers.<label>={name: sequential, ...}  (parameters: extra_attackers.<label>.<param>)",
+                 "      use: on by default; metrics.query_error.enabled=false switches it off\n",
+                 "      metrics.query_error.queries: int = 1000", "      metrics.query_error.selectivity: float = 0.1",
+                 "privacy_model.k: int = 2", "attacker.steps: int = 3", "dataset.releases: int = 24",
+                 "knowledge.steps: int = 3", "anonymizer.max_group: int = 0", "attacker=none: no attack"]:
+        assert text in out, text
+    assert not re.search(r"^\s+metric\.", out, re.M)
+    assert "  query_error  [" in out and "BROKEN" not in out
+    only = plugins_output(capsys, "metric")
+    assert only.startswith("metric  (cdpbench.metrics)") and "anonymizer" not in only
+
+
+def test_every_printed_parameter_path_exists_in_the_composed_config(capsys):
+    out = plugins_output(capsys)
+    checked = 0
+    for block in re.split(r"\n(?=  \S)", out):
+        use = re.search(r"^      use: (\w+=\w+)", block, re.M)  # metrics: "use: on by default; ..."
+        paths = re.findall(r"^      (\w+(?:\.\w+)+): ", block, re.M)
+        if not paths:
+            continue
+        cfg = compose(*([use.group(1)] if use else []))
+        for path in paths:
+            assert OmegaConf.select(cfg, path, default="<absent>") != "<absent>", (use and use.group(1), path)
+            checked += 1
+    assert checked > 40
+    cfg = compose("metrics.query_error.queries=50", "privacy_model=t_closeness", "privacy_model.t=0.4",
+                  "+extra_attackers.u={name: snapshot, knowledge: uniform}", "++attacker.label=snap")
+    assert cfg.metrics.query_error.queries == 50 and cfg.privacy_model.t == 0.4
+    assert cfg.extra_attackers.u.knowledge == "uniform" and cfg.attacker.label == "snap"
+
+
+# --------------------------------------------------------------------------------------- report
+@pytest.fixture(scope="module")
+def sweep_store(tmp_path_factory):
+    """A sweep of three jobs (k = 2, 5, 10), the k = 10 one FAILED, and a sweep whose only job failed."""
+    from mlflow.tracking import MlflowClient
+
+    root = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.create_experiment("sweeps", artifact_location=(root / "artifacts").as_uri())
+
+    def sweep(ks, failed):
+        parent = c.create_run(exp, tags={"cdpbench.kind": "sweep"}, run_name="sweep").info.run_id
+        for k in ks:
+            run = c.create_run(exp, run_name=f"k{k}", tags={"mlflow.parentRunId": parent, "cdpbench.kind": "job",
+                                                           "cdpbench.overrides": f"privacy_model.k={k} seed=0"})
+            c.log_param(run.info.run_id, "privacy_model.k", str(k))
+            for step in (1, 2, 3):
+                c.log_metric(run.info.run_id, "x.gain_rho", k / 10 + step / 100, step=step)
+            c.set_terminated(run.info.run_id, "FAILED" if k in failed else "FINISHED")
+        c.set_terminated(parent, "FINISHED")
+        return parent
+
+    parent = sweep([2, 5, 10], failed={10})
+    all_failed = sweep([3], failed={3})
+    return {"uri": uri, "exp": exp, "parent": parent, "all_failed": all_failed}
+
+
+@pytest.fixture
+def report(sweep_store, tmp_path, monkeypatch, capsys):
+    """Call ``report_command`` on the store; undo the global MLflow URI it sets."""
+    from mlflow.tracking._tracking_service import utils
+
+    monkeypatch.setattr(utils, "_tracking_uri", utils._tracking_uri)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", sweep_store["uri"])
+
+    def run(*args, parent=None):
+        out = tmp_path / "report"
+        assert report_command(["--parent", parent or sweep_store["parent"], "--metric", "gain_rho", *args,
+                               "--tracking-uri", sweep_store["uri"], "--out", str(out)]) == 0
+        return capsys.readouterr().out, pd.read_csv(out / "summary.csv"), out
+
+    return run
+
+
+def test_report_leaves_out_unfinished_runs_and_says_so(report, sweep_store):
+    out, summary, folder = report()
+    lines = out.splitlines()
+    left = "left out 1 run that is not FINISHED (1 FAILED); --include-unfinished to include it"
+    assert left in lines and lines.index(left) < next(i for i, ln in enumerate(lines) if ln.startswith("plot:"))
+    assert len(summary) == 2 and set(summary["status"]) == {"FINISHED"}
+    assert sorted(summary["run"]) == ["privacy_model.k=2", "privacy_model.k=5"]
+    assert summary.set_index("run")["x.gain_rho"].to_dict() == pytest.approx({"privacy_model.k=2": 0.22, "privacy_model.k=5": 0.52})
+    assert (folder / "gain_rho.png").stat().st_size > 0
+    assert "browse:  " in out and f"ui --backend-store-uri {sweep_store['uri']}" in out
+    assert f"#/experiments/{sweep_store['exp']}" in out
+
+
+def test_report_includes_unfinished_runs_when_asked(report):
+    out, summary, _ = report("--include-unfinished")
+    assert "left out" not in out
+    assert len(summary) == 3 and sorted(summary["status"]) == ["FAILED", "FINISHED", "FINISHED"]
+
+
+def test_report_against_a_parameter_uses_finished_runs_only(report):
+    out, summary, folder = report("--against", "privacy_model.k")
+    assert "left out 1 run" in out and len(summary) == 2
+    assert (folder / "gain_rho_vs_privacy_model.k.png").exists()
+
+
+def test_report_without_finished_runs_is_a_one_line_error(report, sweep_store):
+    with pytest.raises(CdpbenchError, match=r"^no FINISHED run in sweep \(1 FAILED\); --include-unfinished to use them anyway$"):
+        report(parent=sweep_store["all_failed"])
+    _, summary, _ = report("--include-unfinished", parent=sweep_store["all_failed"])
+    assert summary["status"].tolist() == ["FAILED"]
+
+
+@pytest.mark.parametrize(
+    "uri, expected",
+    [
+        ("http://tracking.example:5000", "http://tracking.example:5000/#/experiments/7"),
+        ("https://mlflow.example.org/", "https://mlflow.example.org/#/experiments/7"),
+    ],
+)
+def test_browse_hint_for_a_tracking_server_is_its_ui(uri, expected):
+    assert browse_hint(uri, "7") == expected
+
+
+@pytest.mark.parametrize("uri", ["sqlite:////tmp/x/mlflow.db", "postgresql://me@db.example/mlflow"])
+def test_browse_hint_for_a_database_is_the_mlflow_ui_command(uri):
+    hint = browse_hint(uri, "7")
+    assert re.fullmatch(rf"\S*mlflow ui --backend-store-uri {re.escape(uri)}   \(then open http://127\.0\.0\.1:5000/#/experiments/7\)", hint)
