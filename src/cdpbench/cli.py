@@ -21,6 +21,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,11 +180,10 @@ class SweepProgress:
     """
 
     def __init__(self, sweep, total: int):
-        from tqdm.auto import tqdm
-
         self.sweep = sweep
-        self.bar = tqdm(total=total, desc="sweep", unit="job", dynamic_ncols=True,
-                        bar_format="{desc}: {n}/{total} jobs done{postfix} | {elapsed} elapsed, ETA {remaining}")
+        self.total = total
+        self.bar = None  # drawn once the first job has started, below the launcher's own lines
+        self.started = time.time()
         self.reported: set[str] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -198,6 +198,14 @@ class SweepProgress:
 
     def update(self) -> None:
         children = self.sweep.children()
+        if self.bar is None:
+            if not children:
+                return
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, desc="sweep", unit="job", dynamic_ncols=True,
+                            bar_format="{desc}: {n}/{total} jobs done{postfix} | {elapsed} elapsed, ETA {remaining}")
+            self.bar.start_t = self.started
         done = [c for c in children if c.info.status in ("FINISHED", "FAILED", "KILLED")]
         failed = [c for c in done if c.info.status != "FINISHED"]
         for c in failed:
@@ -216,7 +224,8 @@ class SweepProgress:
             self.update()
         except Exception:
             pass
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _failure_line(run) -> str:
