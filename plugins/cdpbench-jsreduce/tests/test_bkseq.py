@@ -28,6 +28,7 @@ from cdpbench_jsreduce.bkseq import (
     BKseqParams,
     bk_sv_table,
     expected_history_counts,
+    producible_windows,
     qi_class,
     sepsis_daily_matrix,
     weekly_disease_matrix,
@@ -254,15 +255,16 @@ def test_bk_seq_shapes_rows_and_read_only(dataset):
     for steps in (1, 2, 3):
         table = model.bk_seq(steps)
         assert table.shape == (19,) * (steps + 1)
-        np.testing.assert_allclose(table.sum(axis=-1), 1.0, atol=1e-12)
+        sums = table.sum(axis=-1)  # a distribution for a producible history, a zero row otherwise (Algorithm 5)
+        assert np.all(np.isclose(sums, 1.0, atol=1e-12) | (sums == 0.0))
         assert (table >= 0).all()
         with pytest.raises(ValueError):
             table[(0,) * (steps + 1)] = 0.5
-    # nothing follows "deceased": uniform; a cross-track window (liver 0, then HIV 5, 5) backs off
-    # to the producible suffix (5, 5), and a never-seen pair backs off to its last value
-    np.testing.assert_allclose(model.bk_seq(1)[DECEASED], 1 / 19)
-    np.testing.assert_array_equal(model.bk_seq(3)[0, 5, 5], model.bk_seq(2)[5, 5])
-    np.testing.assert_array_equal(model.bk_seq(2)[0, 5], model.bk_seq(1)[5])
+    # nothing follows "deceased" or "discharged"; a cross-track window (liver 0, then HIV 5, 5) and a
+    # never-seen pair (liver 0 -> HIV 5) are impossible: zero rows, not backed off
+    assert np.flatnonzero(model.bk_seq(1).sum(axis=-1) == 0).tolist() == [DECEASED, DECEASED + 1]
+    assert not model.bk_seq(3)[0, 5, 5].any() and not model.bk_seq(2)[0, 5].any()
+    assert np.array_equal(model.bk_seq(3).sum(axis=-1) > 0, producible_windows(model.disease))
     assert model.bk_seq(3)[5, 5, 5, 5] == model.bk_seq(3)[5, 5, 5].max()  # a real row: staying
     with pytest.raises(ConfigError, match="steps must be 1, 2 or 3"):
         model.bk_seq(4)

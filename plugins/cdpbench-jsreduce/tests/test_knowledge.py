@@ -239,24 +239,87 @@ def test_sequence_counts_equal_a_naive_count(seed, m, steps):
     counter.add_corpus(corpus)
     for got, want in zip(counter.counts, naive_counts(corpus, steps, m)):
         assert np.array_equal(got, want)
-    for table in counter.tables():
+    for j, table in enumerate(counter.tables(), start=1):  # Algorithm 5: a seen history sums to 1, an unseen one to 0
+        assert np.allclose(table.sum(axis=-1), counter.counts[j].sum(axis=-1) > 0)
+    for table in counter.knowledge_tables("backoff"):
         assert np.allclose(table.sum(axis=-1), 1.0)
 
 
-def test_tables_by_hand_with_back_off():
+def test_tables_by_hand_zero_rows_and_back_off():
     # individuals A: 0, 1, (absent), 0   and   B: 1, 1, 0, (absent)
     corpus = np.array([[0, 1, -1, 0], [1, 1, 0, -1]])
     counter = SequenceCounts(2, 3)
     counter.add_corpus(corpus)
     assert counter.counts[0].tolist() == [3, 3, 0]
     T1, T2 = counter.tables()
-    # 1-step: 0->1 (A); 1->0 (A), 1->1 (B), 1->0 (B); value 2 never seen: back off to frequencies
-    assert np.allclose(T1, [[0, 1, 0], [2 / 3, 1 / 3, 0], [0.5, 0.5, 0]])
-    # 2-step: (0,1)->0 (A), (1,1)->0 (B); unseen histories back off to T1 of their last value
+    # 1-step: 0->1 (A); 1->0 (A), 1->1 (B), 1->0 (B); value 2 never seen: a zero row (line 10)
+    assert np.allclose(T1, [[0, 1, 0], [2 / 3, 1 / 3, 0], [0, 0, 0]])
+    # 2-step: (0,1)->0 (A), (1,1)->0 (B); every other history unseen: zero rows
     assert np.allclose(T2[0, 1], [1, 0, 0]) and np.allclose(T2[1, 1], [1, 0, 0])
-    assert np.allclose(T2[1, 0], T1[0]) and np.allclose(T2[2, 2], T1[2]) and np.allclose(T2[0, 2], T1[2])
-    empty = SequenceCounts(1, 4).tables()[0]
-    assert np.allclose(empty, 0.25)
+    assert np.count_nonzero(T2.sum(axis=-1)) == 2
+    # back-off: unseen 1-step rows take the frequencies (3/6, 3/6, 0), unseen 2-step rows the
+    # 1-step row of their last value
+    B1, B2 = counter.knowledge_tables("backoff")
+    assert np.allclose(B1, [[0, 1, 0], [2 / 3, 1 / 3, 0], [0.5, 0.5, 0]])
+    assert np.allclose(B2[0, 1], [1, 0, 0]) and np.allclose(B2[1, 1], [1, 0, 0])
+    assert np.allclose(B2[1, 0], B1[0]) and np.allclose(B2[2, 2], B1[2]) and np.allclose(B2[0, 2], B1[2])
+    assert np.allclose(SequenceCounts(1, 4).tables()[0], 0.0)
+    assert np.allclose(SequenceCounts(1, 4).knowledge_tables("backoff")[0], 0.25)
+
+
+class TwoStepModel:
+    """A hand-built order-2 model over a, b, c (codes 0, 1, 2): a -> b; after (a, b) always c,
+    but a respondent whose first value is b moves to a, so the 1-step marginal of b is half a,
+    half c. c ends a sequence (nothing follows), and (c, a), (b, b), ... never occur."""
+
+    values = ("v0", "v1", "v2")
+    max_order = 2
+
+    def bk_sv(self, qi):
+        return np.tile([1 / 3, 1 / 3, 1 / 3], (len(qi), 1))
+
+    def bk_seq(self, steps):
+        T1 = np.array([[0, 1, 0], [0.5, 0, 0.5], [0, 0, 0]], dtype=float)
+        if steps == 1:
+            return T1
+        T2 = np.zeros((3, 3, 3))
+        T2[0, 1] = [0, 0, 1]  # (a, b) -> c
+        T2[1, 0] = [0, 1, 0]  # (b, a) -> b
+        return T2
+
+
+def _dk_beliefs(history: list[np.ndarray], **params) -> np.ndarray:
+    """DK beliefs for respondents 1..r after the posteriors ``history`` (one [r, 3] array a release)."""
+    model, k = TwoStepModel(), knowledge("dk", **params)
+    ids = np.arange(1, len(history[0]) + 1)
+    for t, post in enumerate(history, start=1):
+        rel = make_release(ids, np.zeros(len(ids), dtype=int), t, 3, model)
+        k.prior(rel)
+        pub = Publication.from_partition(rel, np.zeros(len(ids), dtype=np.int64))
+        k.revise(pub.public(), post, pub.respondent)
+    return k.prior(make_release(ids, np.zeros(len(ids), dtype=int), len(history) + 1, 3, model))
+
+
+def test_dk_two_step_revision_differs_from_one_step_and_is_zero_for_an_impossible_history():
+    a, b, c = np.eye(3)
+    # respondent 1 was seen with a then b; respondent 2 with c then a (impossible: c ends a sequence);
+    # respondent 3 with a or b (half each), then b: (a, b) -> c, while (b, b) is impossible
+    history = [np.array([a, c, [0.5, 0.5, 0]]), np.array([b, a, b])]
+    one = _dk_beliefs(history, steps=1, normalized=False)
+    two = _dk_beliefs(history, steps=2, normalized=False)
+    assert np.allclose(one[0], [0.5, 0, 0.5])  # T1[b]: the 1-step marginal
+    assert np.allclose(two[0], [0, 0, 1])  # T2[a, b]: the 2-step dependence
+    assert np.allclose(two[1], 0.0)  # Σ_λ p(s|λ) Π PK over the only history (c, a): a zero row
+    assert np.allclose(two[2], [0, 0, 0.5])  # 0.5 · T2[a, b] + 0.5 · T2[b, b] (= 0)
+    normalized = _dk_beliefs(history, steps=2)
+    assert np.allclose(normalized[1], 1 / 3)  # nothing known of that history: uniform
+    assert np.allclose(normalized[2], [0, 0, 1])
+    # what back-off changes: (c, a) answers like a (-> b), and (b, b) like b, so respondent 3's
+    # certain inference (c) becomes 0.5 · [0, 0, 1] + 0.5 · [0.5, 0, 0.5] = [0.25, 0, 0.75]
+    backoff = _dk_beliefs(history, steps=2, unseen="backoff")
+    assert np.allclose(backoff[0], [0, 0, 1])
+    assert np.allclose(backoff[1], [0, 1, 0])
+    assert np.allclose(backoff[2], [0.25, 0, 0.75])
 
 
 def test_spm_mines_the_models_corpus_with_its_parameters():

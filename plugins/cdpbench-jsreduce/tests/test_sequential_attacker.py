@@ -1,8 +1,12 @@
 """The sequential attacker (Fig. 1): the snapshot variant has no memory, the population's sensitive
-column is never read, the gain grows over releases under a deterministic model, counterfeits,
-parameter errors. (The running example's PK_2 ≈ 0.9 is in test_running_example.py.)"""
+column is never read, the gain of every release equals a brute-force attack written out in plain
+Python for a deterministic cycle model (configuration enumeration / Ω-estimate, Algorithm 3, ρ of
+§7.2), counterfeits, parameter errors. (The running example's PK_2 ≈ 0.9 is in
+test_running_example.py.)"""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -14,7 +18,6 @@ from cdpbench.metrics.belief import gains, true_value_beliefs
 from cdpbench.plugin import AttackContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
-from cdpbench_jsreduce.configuration import configuration_posterior
 
 M = 3
 SCHEMA = Schema((NumericQI("age", 0, 100),), Sensitive("s", ("a", "b", "c")))
@@ -84,15 +87,114 @@ def mean_gain(pub, result) -> float:
     return float(gains(p, a)[0].mean())
 
 
+# ---------------------------------------------------------------------------- brute-force oracle
+# The whole attack written out in plain Python for the cycle model, from the paper's definitions:
+# PK^sv per QI-group by enumerating the |Q|! configurations (§5.2, Example 2) or by the Ω-estimate
+# (§5.2, the paper's experiments), RBK^sv by Algorithm 3 specialised to a deterministic cycle, and
+# the average adversary gain ρ of §7.2.
+NEXT = [1, 2, 0]  # a -> b -> c -> a
+PREV = [2, 0, 1]
+
+
+def oracle_bk_sv(age: int) -> list[float]:
+    return [0.5, 0.25, 0.25] if age < 50 else [0.2, 0.4, 0.4]
+
+
+def oracle_configuration(weights: list[list[float]], values: list[int]) -> list[list[float]]:
+    """p(i, s) = Σ_{configurations giving i a tuple with s} d(c) / Σ_c d(c), d(c) = Σ_i w[i][s(c(i))];
+    every degree 0: the group's frequencies."""
+    n = len(values)
+    post = [[0.0] * M for _ in range(n)]
+    total = 0.0
+    for perm in itertools.permutations(range(n)):
+        d = sum(weights[i][values[perm[i]]] for i in range(n))
+        total += d
+        for i in range(n):
+            post[i][values[perm[i]]] += d
+    if total == 0:
+        return [[values.count(s) / n for s in range(M)] for _ in range(n)]
+    return [[x / total for x in row] for row in post]
+
+
+def oracle_omega(weights: list[list[float]], values: list[int]) -> list[list[float]]:
+    """Ω(i, s) = n(s) w[i][s] / Σ_i' w[i'][s], normalized per respondent (Li et al., ICDE 2009)."""
+    n = len(values)
+    freq = [values.count(s) / n for s in range(M)]
+    out = []
+    for i in range(n):
+        om = []
+        for s in range(M):
+            column = sum(weights[q][s] for q in range(n))
+            om.append(values.count(s) * weights[i][s] / column if column > 0 else freq[s])
+        total = sum(om)
+        out.append([x / total for x in om] if total > 0 else freq)
+    return out
+
+
+def oracle_revision(history: list[list[float]], window: int) -> list[float]:
+    """Algorithm 3, RBK(s) = Σ_λ p̃(s | λ) Π_j PK_j(λ_j) over the last ``window`` posteriors, for the
+    cycle's tables p̃(s | λ) = 1 if λ follows the cycle and s = NEXT[last of λ], else 0. Exactly one
+    λ leads to s: (PREV^n(s), ..., PREV(s)), so RBK(s) = Π_j PK_j(PREV^(n+1-j)(s)). With
+    ``window`` 1 this is PK_last(PREV(s)). Normalized (the attacker's default); all-zero: uniform."""
+    last = history[-window:]
+    n = len(last)
+    rbk = []
+    for s in range(M):
+        prob, back = 1.0, s
+        for j in range(n - 1, -1, -1):  # newest posterior first
+            back = PREV[back]
+            prob *= last[j][back]
+        rbk.append(prob)
+    total = sum(rbk)
+    return [x / total for x in rbk] if total > 0 else [1 / M] * M
+
+
+def oracle_gains(pairs, revision: int | None, estimator=oracle_configuration) -> list[float]:
+    """Mean ρ per release of the attack; ``revision``: None (snapshot, BK_sv only) or the number
+    of past posteriors the revision multiplies (1 for DK on a first-order model)."""
+    memory: dict[int, list[list[float]]] = {}
+    curve = []
+    for rel, pub in pairs:
+        ages = dict(zip(rel.respondent.tolist(), rel.qi[:, 0].tolist()))
+        resp, sens, group = pub.respondent.tolist(), pub.sensitive.tolist(), pub.group.tolist()
+        rhos = []
+        new_memory = {}
+        for g in sorted(set(group)):
+            members = [i for i in range(len(resp)) if group[i] == g]
+            ids = [resp[i] for i in members]
+            values = [sens[i] for i in members]
+            weights = [
+                oracle_revision(memory[r], revision) if revision and r in memory else oracle_bk_sv(ages[r]) for r in ids
+            ]
+            post = estimator(weights, values)
+            for k, r in enumerate(ids):
+                new_memory[r] = post[k]
+                # ρ term (§7.2): (p - a) / (1 - a), a = m(s)/|Q|; 0 when the group holds only s
+                a = values.count(values[k]) / len(values)
+                rhos.append(0.0 if a == 1 else (post[k][values[k]] - a) / (1 - a))
+        for r, p in new_memory.items():
+            memory.setdefault(r, []).append(p)
+        curve.append(sum(rhos) / len(rhos))
+    return curve
+
+
+def test_the_oracle_configuration_reproduces_example_2():
+    # the oracle itself on the paper's Example 2: RBK rows Alice (BCM 0.31, PNE 0.05), Carol (0.02, 0.31)
+    post = oracle_configuration([[0.31, 0.05, 0], [0.02, 0.31, 0]], [0, 1])
+    assert post[0][0] == pytest.approx(0.62 / 0.69) and post[1][1] == pytest.approx(0.62 / 0.69)
+
+
 def test_bksv_is_the_estimator_on_bk_sv_at_every_release():
     pairs = scenario(releases=4)
     for result, (rel, pub) in zip(run(sequential(knowledge="bksv"), pairs), pairs):
         view = pub.public()
-        rows = np.searchsorted(rel.respondent, view.respondent)  # ids are sorted in the release
-        weights = MODEL.bk_sv(rel.qi[rows])
-        expected = configuration_posterior(weights, view.sensitive, view.group, view.n_groups, M)
         assert np.array_equal(result.respondent, view.respondent)
-        assert np.allclose(result.posterior, expected)
+        ages = dict(zip(rel.respondent.tolist(), rel.qi[:, 0].tolist()))
+        for g in range(view.n_groups):
+            rows = np.flatnonzero(view.group == g)
+            weights = [oracle_bk_sv(ages[r]) for r in view.respondent[rows].tolist()]
+            expected = oracle_configuration(weights, view.sensitive[rows].tolist())
+            assert np.allclose(result.posterior[rows], expected, atol=1e-12)
 
 
 def test_the_population_sensitive_column_is_never_read():
@@ -111,32 +213,54 @@ def test_the_oracle_ie_adversary_is_the_only_one_reading_original_values():
     assert any(not np.allclose(a.posterior, b.posterior) for a, b in zip(plain, shuffled))
 
 
-def test_gain_grows_over_releases_under_a_deterministic_model():
+def gain_curve(pairs, **kw) -> list[float]:
+    return [mean_gain(pub, r) for r, (_, pub) in zip(run(sequential(**kw), pairs), pairs)]
+
+
+def test_gain_over_releases_equals_the_brute_force_attack():
     pairs = scenario(releases=8)
+    snap = gain_curve(pairs, knowledge="bksv")
+    dk = gain_curve(pairs, knowledge="dk")
+    omega = gain_curve(pairs, knowledge="dk", estimator="omega")
+    # every number of the three curves is the oracle's (no threshold: the values themselves).
+    # For the record, the oracle gives (rounded): snapshot -0.003, 0.016, -0.033, ..., all within
+    # ±0.04; DK/configuration -0.003, 0.195, 0.246, 0.253, 0.246, 0.236, 0.239, 0.223 (the sum of
+    # degrees damps certainty: a one-hot correct prior in a group of 3 distinct values gives
+    # p = (3 + 1)/6 = 2/3, ρ = 1/2); DK/Ω -0.021, 0.485, 0.742, 0.869, 0.985, 1.0, 0.9, 0.9.
+    assert np.allclose(snap, oracle_gains(pairs, None), atol=1e-12)
+    # DK on a first-order model uses the last posterior only (max_order = 1): RBK(s) = PK_last(PREV(s))
+    assert np.allclose(dk, oracle_gains(pairs, 1), atol=1e-12)
+    assert np.allclose(omega, oracle_gains(pairs, 1, oracle_omega), atol=1e-12)
+    # the first release only has BK_sv (no history yet, Algorithm 1: RBK_1 = BK_sv): the sequential
+    # attacker is the snapshot attacker there, exactly
+    assert dk[0] == snap[0]
+    # from the second release on the snapshot attacker still has BK_sv only, while the sequential
+    # one has the cycle: on this instance it gains more at every later release (values above)
+    assert all(d > s for d, s in zip(dk[1:], snap[1:]))
+    assert all(o > s for o, s in zip(omega[1:], snap[1:]))
 
-    def gain_curve(**kw):
-        return [mean_gain(pub, r) for r, (_, pub) in zip(run(sequential(**kw), pairs), pairs)]
 
-    dk, snap = gain_curve(knowledge="dk"), gain_curve(knowledge="bksv")
-    # the first release only has BK_sv: both attackers are the same
-    assert dk[0] == pytest.approx(snap[0])
-    assert abs(dk[0]) < 0.05 and max(abs(g) for g in snap) < 0.1  # BK_sv alone gains ~nothing
-    # the revised beliefs sharpen over the first releases ...
-    assert dk[1] > dk[0] + 0.1 and dk[2] > dk[1] and dk[3] > dk[1]
-    assert min(dk[1:]) > 0.15
-    # ... up to a plateau: the sum-of-degrees configuration posterior damps certainty (a one-hot
-    # correct prior in a group of 3 distinct values gives p = 2/3, rho = 0.5), and for a first-order
-    # model only the last posterior carries the past (Algorithm 3)
-    assert max(dk) < 0.5
-    # with the Ω-estimate (the paper's experiments, §5.2) certainty accumulates release after release
-    omega = gain_curve(knowledge="dk", estimator="omega")
-    assert omega[1] > omega[0] + 0.3 and omega[2] > omega[1] and omega[3] > omega[2]
-    assert omega[-1] > 0.85
-    # SPM mined from the model's corpus: its 1-step table is the exact cycle, hence DK's posteriors;
-    # its 3-step table backs off on histories the corpus never shows, yet it beats the snapshot
-    assert np.allclose(gain_curve(knowledge="spm", steps=1, corpus_tuples=300), dk)
-    spm = gain_curve(knowledge="spm", corpus_tuples=300)
-    assert min(spm[1:]) > 0.1
+def test_spm_mined_from_the_cycle_is_domain_knowledge():
+    pairs = scenario(releases=8)
+    dk = gain_curve(pairs, knowledge="dk")
+    # the corpus follows the cycle, so Algorithm 5's 1-step table is the exact cycle (every
+    # observed transition is s -> NEXT[s]) and SPM 1-step is DK, posterior for posterior
+    assert np.allclose(gain_curve(pairs, knowledge="spm", steps=1, corpus_tuples=300), dk, atol=1e-12)
+
+
+@pytest.mark.parametrize("unseen", ["zero", "backoff"])
+def test_spm_three_steps_equals_the_brute_force_attack(unseen):
+    pairs = scenario(releases=8)
+    spm = gain_curve(pairs, knowledge="spm", steps=3, corpus_tuples=300, unseen=unseen)
+    if unseen == "zero":
+        # only the corpus's histories (those following the cycle) have rows: the revision
+        # multiplies the last three posteriors along the cycle (oracle_revision, window 3)
+        assert np.allclose(spm, oracle_gains(pairs, 3), atol=1e-12)
+    else:
+        # every unseen history backs off to the row of its last value, NEXT[last]: the product over
+        # the older posteriors sums to 1 and the 3-step revision is the 1-step one, i.e. DK's
+        assert np.allclose(spm, oracle_gains(pairs, 1), atol=1e-12)
+        assert np.allclose(spm, gain_curve(pairs, knowledge="dk"), atol=1e-12)
 
 
 def test_counterfeits_and_unknown_respondents_get_a_uniform_prior_and_no_memory():

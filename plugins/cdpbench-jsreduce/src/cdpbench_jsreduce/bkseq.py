@@ -115,7 +115,7 @@ release's ``truth["model"]``)
     ``bk_sv(qi)``: the exact class distribution of a first value. ``bk_seq(3)``: the exact
     generator transition on a 3-value window (histories the generator cannot produce — values of
     two tracks, a value after "deceased"/"discharged", a move the first-order matrix forbids —
-    have uniform rows). ``bk_seq(2)`` and ``bk_seq(1)``: its exact marginals, P(next | last 2 / 1
+    have zero rows, as in Algorithm 5). ``bk_seq(2)`` and ``bk_seq(1)``: its exact marginals, P(next | last 2 / 1
     values) pooled over all transitions of a run of ``releases`` views (the expected number of
     individuals in every history state is propagated week by week — the process is linear in
     expectation — and each history's rows are weighted by its expected count; histories with
@@ -405,16 +405,11 @@ def producible_windows(disease: np.ndarray) -> np.ndarray:
     return ok
 
 
-def backed_off(counts: np.ndarray, shorter: np.ndarray) -> np.ndarray:
-    """Rows of ``counts`` normalized; a history never produced (count 0) takes the row of its
-    shorter suffix from ``shorter`` (broadcast over the dropped oldest value)."""
+def conditional_rows(counts: np.ndarray) -> np.ndarray:
+    """Rows of ``counts`` normalized to conditional distributions; a history never produced
+    (count 0) keeps a zero row (Algorithm 5, line 10: no probability for an unseen history)."""
     total = counts.sum(-1, keepdims=True)
-    return np.where(total > 0, counts / np.where(total > 0, total, 1.0), np.broadcast_to(shorter, counts.shape))
-
-
-def _normalized_rows(counts: np.ndarray) -> np.ndarray:
-    total = counts.sum(-1, keepdims=True)
-    return np.where(total > 0, counts / np.where(total > 0, total, 1.0), 1.0 / counts.shape[-1])
+    return counts / np.where(total > 0, total, 1.0)
 
 
 class CalibrationError(ValueError):
@@ -477,9 +472,9 @@ class BKseqModel:
         self._sv_cum = np.cumsum(self._sv, axis=1)
         t3 = transition_tensor(self.disease, self.momentum, self.discharge)
         counts = expected_history_counts(t3, self.entry, max(self.horizon, 2))
-        seq1 = _normalized_rows(counts.pairs)
-        seq2 = backed_off(counts.triples, seq1[None, :, :])
-        seq3 = np.where(producible_windows(self.disease)[..., None], t3, seq2[None, :, :, :])
+        seq1 = conditional_rows(counts.pairs)
+        seq2 = conditional_rows(counts.triples)
+        seq3 = np.where(producible_windows(self.disease)[..., None], t3, 0.0)
         self._seq = {1: _readonly(seq1), 2: _readonly(seq2), 3: _readonly(seq3)}
         self.expected_individuals_per_tuple = counts.individuals
         self._cum = np.cumsum(t3.reshape(-1, N_VALUES), axis=1)
@@ -494,11 +489,10 @@ class BKseqModel:
     def bk_seq(self, steps: int) -> np.ndarray:
         """n-step BK_seq (Def. 2): ``[19] * steps + [19]``; 3 = the exact generator transition,
         1 and 2 = its marginals over the histories of a run of ``horizon`` views (module docstring).
-        A history the generator never produces (e.g. stages of two tracks) takes the row of its
-        longest producible suffix — the back-off SPM and IE knowledge use for unseen histories.
-        Without it, Algorithm 3's product of per-release posteriors puts weight on cross-track
-        histories whose rows would be uniform noise, and more steps would attack worse. Only a
-        history ending in deceased/discharged (nothing ever follows) keeps a uniform row."""
+        A history the generator never produces (stages of two tracks, a move the weekly matrix
+        forbids, anything after deceased/discharged) has a zero row: it has no next value, as an
+        unseen history has none in Algorithm 5 (line 10). Knowledge may back off instead
+        (``knowledge.unseen=backoff``)."""
         require(isinstance(steps, (int, np.integer)) and 1 <= steps <= 3, "steps", "1, 2 or 3", steps)
         return self._seq[int(steps)]
 

@@ -51,6 +51,18 @@ sum to 1 already. The paper's Table 4b lists raw values (0.31 / 0.05 over the tw
 shows); ``normalized=True`` (default) divides each RBK row by its sum, which matters when a
 posterior row does not sum to 1 or a table is partial; a row summing to 0 becomes uniform.
 
+Unseen and impossible histories (``unseen``). Algorithm 5 returns 0 for a history never seen
+(line 10: ``if seq.numOcc == 0 then return 0``), and a model's exact BK_seq has no row for a
+history it cannot produce: by default (``unseen="zero"``) such rows are all zero, so Algorithm 3
+gives no weight to sequences the knowledge does not contain and an n-step table keeps its n-step
+information. ``unseen="backoff"`` (not in the paper) gives such a row the row of the table one
+step shorter (the history without its oldest value), down to the value frequencies (SPM/IE) or
+the uniform distribution (DK): with it, every impossible history a product of posteriors puts
+weight on answers like a shorter one, and n-step revision drifts towards 1-step
+(``test_knowledge.py`` pins a case). A respondent whose revised row is all zero (every history its
+posteriors allow is unseen) gets the uniform distribution when ``normalized`` and a zero row
+when raw.
+
 Algorithm 5 as implemented (SPM and IE, :class:`SequenceCounts`). Every individual's tuples are
 taken in time order (its consecutive appearances, absent views skipped). At each appearance with
 value ``s`` preceded by ``h`` appearances, for every ``j = 1..min(h, steps)`` the pair (its last
@@ -58,12 +70,10 @@ value ``s`` preceded by ``h`` appearances, for every ``j = 1..min(h, steps)`` th
 (the 0-step table). So an individual's second and third appearances feed the 1- and 2-step
 tables, and every window of the sequence feeds the table of its length (Algorithm 5 lines 4–7
 count every suffix). The conditional probability is ``count(⟨λ, s⟩) / Σ_s' count(⟨λ, s'⟩)``.
-Deviations from the pseudocode, both documented choices: (a) Algorithm 5 divides by the number
-of occurrences of λ including those with no successor yet (an individual's last appearance),
-which makes rows sum to less than 1; here the denominator counts the occurrences followed by a
-value, so every row is a distribution; (b) Algorithm 5 returns 0 for an unseen history; here an
-unseen history backs off to the table one step shorter (its last ``j-1`` values), down to the
-value frequencies, and to the uniform distribution when nothing was counted at all.
+Deviation from the pseudocode, a documented choice: Algorithm 5 divides by the number of
+occurrences of λ including those with no successor yet (an individual's last appearance), which
+makes rows sum to less than 1; here the denominator counts the occurrences followed by a value,
+so every row of a seen history is a distribution. An unseen history has a zero row (line 10).
 """
 
 from __future__ import annotations
@@ -82,6 +92,9 @@ from cdpbench.plugin import Knowledge
 _CHUNK_ELEMENTS = 1 << 22
 
 
+UNSEEN = ("zero", "backoff")
+
+
 # ---------------------------------------------------------------------------- parameters
 @dataclass
 class SequentialKnowledgeParams:
@@ -97,6 +110,11 @@ class SequentialKnowledgeParams:
         default="model",
         metadata={"help": "first-appearance beliefs BK_sv: 'model' (the data set's exact BK_sv) or 'uniform'"},
     )
+    unseen: str = field(
+        default="zero",
+        metadata={"help": "rows of BK_seq for histories never seen / impossible: 'zero' (Algorithm 5, line 10) "
+                  "or 'backoff' (the row of the history without its oldest value; not in the paper)"},
+    )
 
     def __post_init__(self) -> None:
         require(
@@ -107,6 +125,7 @@ class SequentialKnowledgeParams:
         )
         require(isinstance(self.normalized, bool), "normalized", "true or false", self.normalized)
         require(self.bk_sv in ("model", "uniform"), "bk_sv", "'model' or 'uniform'", self.bk_sv)
+        require(self.unseen in UNSEEN, "unseen", "'zero' or 'backoff'", self.unseen)
 
 
 @dataclass
@@ -155,6 +174,20 @@ def revised_prior(history: np.ndarray, table: np.ndarray) -> np.ndarray:
         for j in range(1, n):
             x = np.matmul(h[:, j, None, :], x.reshape(c, m, -1))[:, 0, :]  # [c, m^(n-j)]
         out[start : start + c] = x
+    return out
+
+
+def backed_off(tables: list[np.ndarray], base: np.ndarray) -> list[np.ndarray]:
+    """``unseen="backoff"``: every all-zero row of the j-step table takes the row of the (j−1)-step
+    table for the history without its oldest value (broadcast over the dropped value); the 1-step
+    table backs off to ``base`` (``[m]``). Rows that are not all zero are kept as they are."""
+    out = []
+    shorter = np.asarray(base, dtype=float)
+    for table in tables:
+        table = np.asarray(table, dtype=float)
+        seen = table.sum(axis=-1, keepdims=True) > 0
+        shorter = np.where(seen, table, np.broadcast_to(shorter, table.shape))
+        out.append(shorter)
     return out
 
 
@@ -235,8 +268,8 @@ class SequenceCounts:
 
     ``counts[0]`` is ``[m]`` (value frequencies), ``counts[j]`` for ``j = 1..steps`` has shape
     ``[m]*(j+1)``: how often ``j`` consecutive appearances of an individual were followed by the
-    next value. See the module docstring for what is counted and for the back-off in
-    :meth:`tables`.
+    next value. See the module docstring for what is counted; :meth:`tables` has a zero row for
+    an unseen history (Algorithm 5, line 10).
     """
 
     def __init__(self, steps: int, n_values: int):
@@ -276,19 +309,24 @@ class SequenceCounts:
             self.add(present, corpus[present, v])
 
     def tables(self) -> list[np.ndarray]:
-        """``[T_1, ..., T_steps]`` conditional tables with back-off (rows sum to 1)."""
-        m = self.m
-        total = self.counts[0].sum()
-        shorter = self.counts[0] / total if total > 0 else np.full(m, 1.0 / m)
+        """``[T_1, ..., T_steps]`` conditional tables: a seen history's row sums to 1, an unseen
+        history's row is 0 (Algorithm 5, line 10)."""
         out = []
         for j in range(1, self.steps + 1):
             c = self.counts[j].astype(float)
             rows = c.sum(axis=-1, keepdims=True)
-            backoff = np.broadcast_to(shorter, c.shape)  # T_{j-1}[s_2..s_j, s]: drop the oldest value
-            table = np.where(rows > 0, c / np.where(rows > 0, rows, 1.0), backoff)
-            out.append(table)
-            shorter = table
+            out.append(c / np.where(rows > 0, rows, 1.0))
         return out
+
+    def frequencies(self) -> np.ndarray:
+        """The value frequencies (the 0-step table; uniform when nothing was counted)."""
+        total = self.counts[0].sum()
+        return self.counts[0] / total if total > 0 else np.full(self.m, 1.0 / self.m)
+
+    def knowledge_tables(self, unseen: str) -> list[np.ndarray]:
+        """:meth:`tables`, with ``unseen="backoff"`` backed off down to :meth:`frequencies`."""
+        tables = self.tables()
+        return backed_off(tables, self.frequencies()) if unseen == "backoff" else tables
 
 
 # ---------------------------------------------------------------------------- the plugins
@@ -434,6 +472,8 @@ class DomainKnowledge(SequentialKnowledge):
                         f"knowledge {self.name!r}: model.bk_seq({j}) has shape {t.shape}, expected {(m,) * (j + 1)}"
                     )
                 tables.append(t)
+            if self.params.unseen == "backoff":
+                tables = backed_off(tables, np.full(m, 1.0 / m))
             self._tables_of, self._tables = model, tables
         return self._tables
 
@@ -457,7 +497,7 @@ class MinedKnowledge(SequentialKnowledge):
             corpus = model.corpus(p.corpus_views, p.corpus_tuples, p.corpus_seed)
             self.counts = SequenceCounts(p.steps, release.n_values)
             self.counts.add_corpus(corpus)
-            self._tables_of, self._tables = model, self.counts.tables()
+            self._tables_of, self._tables = model, self.counts.knowledge_tables(p.unseen)
         return self._tables
 
 
@@ -483,4 +523,4 @@ class IncrementalKnowledge(SequentialKnowledge):
 
     def transition_tables(self, release: Release) -> list[np.ndarray]:
         assert self.counts is not None
-        return self.counts.tables()
+        return self.counts.knowledge_tables(self.params.unseen)

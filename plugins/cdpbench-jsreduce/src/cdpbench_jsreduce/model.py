@@ -27,8 +27,8 @@ class SequenceModel(Protocol):
         """n-step BK_seq (Def. 2, §7.3): an array of shape ``[m] * steps + [m]`` whose entry
         ``[s_1, ..., s_steps, s]`` is P(next value = s | the last ``steps`` values were
         s_1..s_steps, oldest first). ``steps = max_order`` is the exact model; fewer steps are
-        its marginals (DK n-step). A history the process never produces takes the row of its
-        longest producible suffix (back-off); a history after which nothing can follow is uniform."""
+        its marginals (DK n-step). A history the process never produces, or after which nothing
+        can follow, has a zero row (Algorithm 5, line 10); knowledge may back off instead."""
         ...
 
     def corpus(self, views: int, tuples: int, seed: int) -> np.ndarray:

@@ -45,7 +45,7 @@ from cdpbench.errors import ConfigError, require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator
 from cdpbench.registry import default_registry
 
-from .knowledge import SequentialKnowledge, check_corpus
+from .knowledge import UNSEEN, SequentialKnowledge, check_corpus
 
 KNOWLEDGE = ("dk", "spm", "ie", "bksv")
 
@@ -63,6 +63,8 @@ class SequentialAttackerParams:
     corpus_seed: int = field(default=12345, metadata={"help": "spm: seed of the corpus"})
     estimator: str = field(default="configuration", metadata={"help": "estimator plugin computing PK^sv in each group"})
     normalized: bool = field(default=True, metadata={"help": "normalize revised beliefs RBK to sum 1 (false: raw)"})
+    unseen: str = field(default="zero", metadata={"help": "BK_seq rows of unseen/impossible histories: 'zero' "
+                                                  "(Algorithm 5) or 'backoff' (not in the paper)"})
 
     def __post_init__(self) -> None:
         require(self.knowledge in KNOWLEDGE, "knowledge", "one of 'dk', 'spm', 'ie', 'bksv'", self.knowledge)
@@ -74,6 +76,7 @@ class SequentialAttackerParams:
         )
         check_corpus(self)
         require(isinstance(self.normalized, bool), "normalized", "true or false", self.normalized)
+        require(self.unseen in UNSEEN, "unseen", "'zero' or 'backoff'", self.unseen)
         installed = default_registry().names("estimator")
         require(self.estimator in installed, "estimator", f"an installed estimator ({', '.join(installed)})", self.estimator)
 
@@ -87,7 +90,7 @@ class SequentialAttacker(Attacker):
         super().__init__(params)
         p = self.params
         registry = default_registry()
-        values: dict[str, object] = {"steps": p.steps, "normalized": p.normalized}
+        values: dict[str, object] = {"steps": p.steps, "normalized": p.normalized, "unseen": p.unseen}
         name = "dk" if p.knowledge == "bksv" else p.knowledge
         if name == "spm":
             values.update(corpus_views=p.corpus_views, corpus_tuples=p.corpus_tuples, corpus_seed=p.corpus_seed)
