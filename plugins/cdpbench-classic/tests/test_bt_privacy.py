@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.spatial.distance import jensenshannon
 
 from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import ConfigError
@@ -17,7 +18,6 @@ from cdpbench.plugin import ModelContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
 from cdpbench_classic.bt_privacy import BTPrivacy, BTPrivacyParams, js_divergence
-from cdpbench_classic.knowledge import kernel_prior
 
 SENS = Sensitive("disease", ("a", "b", "c"))
 SCHEMA = Schema((NumericQI("age", 0, 100),), SENS)
@@ -64,9 +64,72 @@ def test_prepare_sets_the_kernel_prior():
     rel = release(ROWS)
     ctx = context(rel)
     model(B=0.3).prepare(rel, ctx)
+    # r0..r3 only see each other (kernel weight 1 each): counts a 2, b 1, c 1 out of 4
     assert np.allclose(ctx.prior[:4], [0.5, 0.25, 0.25])
+    # r4 (70) and r5 (100) are 0.3 apart = B: weight 1 - (0.3/0.3)^2 = 0, each only sees itself
     assert np.allclose(ctx.prior[4:], [[0, 1, 0], [0, 0, 1]])
-    assert np.allclose(ctx.prior, kernel_prior(rel, 0.3))
+
+
+# ---------------------------------------------------------------------------- unequal priors by hand
+# Two ages 0.15 apart (domain width 100), B = 0.3: Epanechnikov weight 1 - (0.15/0.3)^2 = 3/4
+# between them, 1 within the same age.
+#   r0 (30, a)  r1 (30, b)  r2 (45, b)  r3 (45, c)
+# P_pri(age 30) = (a: 1, b: 1 + 3/4, c: 3/4) / 3.5 = (2/7, 1/2, 3/14)
+# P_pri(age 45) = (a: 3/4, b: 3/4 + 1, c: 1) / 3.5 = (3/14, 1/2, 2/7)
+KERNEL_ROWS = [(30, "a"), (30, "b"), (45, "b"), (45, "c")]
+PRIOR_30 = [2 / 7, 1 / 2, 3 / 14]
+PRIOR_45 = [3 / 14, 1 / 2, 2 / 7]
+# Group {r0, r2} publishes a, b: n(a) = n(b) = 1, column sums Σ p(·, a) = 2/7 + 3/14 = 1/2,
+# Σ p(·, b) = 1/2 + 1/2 = 1.
+#   Ω(r0) = (1 · (2/7) / (1/2), 1 · (1/2) / 1, 0) = (4/7, 1/2, 0), sum 15/14 -> P_post(r0) = (8/15, 7/15, 0)
+#   Ω(r2) = (1 · (3/14) / (1/2), 1 · (1/2) / 1, 0) = (3/7, 1/2, 0), sum 13/14 -> P_post(r2) = (6/13, 7/13, 0)
+POST_R0 = [8 / 15, 7 / 15, 0]
+POST_R2 = [6 / 13, 7 / 13, 0]
+# JS(r0): M = ((2/7 + 8/15)/2, (1/2 + 7/15)/2, (3/14)/2) = (43/105, 29/60, 3/28)
+#   KL(P||M) = 2/7 log2(30/43) + 1/2 log2(30/29) + 3/14 log2(2)
+#   KL(Q||M) = 8/15 log2(56/43) + 7/15 log2(28/29)
+JS_R0 = 0.5 * (2 / 7 * math.log2(30 / 43) + 0.5 * math.log2(30 / 29) + 3 / 14 + 8 / 15 * math.log2(56 / 43) + 7 / 15 * math.log2(28 / 29))
+# JS(r2): M = ((3/14 + 6/13)/2, (1/2 + 7/13)/2, (2/7)/2) = (123/364, 27/52, 1/7)
+#   KL(P||M) = 3/14 log2(26/41) + 1/2 log2(26/27) + 2/7 log2(2)
+#   KL(Q||M) = 6/13 log2(56/41) + 7/13 log2(28/27)
+JS_R2 = 0.5 * (3 / 14 * math.log2(26 / 41) + 0.5 * math.log2(26 / 27) + 2 / 7 + 6 / 13 * math.log2(56 / 41) + 7 / 13 * math.log2(28 / 27))
+# (JS_R0 = 0.134985, JS_R2 = 0.176767: the group distance is JS_R2)
+
+
+def test_kernel_prior_with_fractional_weights_by_hand():
+    rel = release(KERNEL_ROWS)
+    ctx = context(rel)
+    model(B=0.3).prepare(rel, ctx)
+    assert np.allclose(ctx.prior, [PRIOR_30, PRIOR_30, PRIOR_45, PRIOR_45], atol=1e-12)
+    # a wider bandwidth weighs the other age more: B = 0.5 -> 1 - (0.15/0.5)^2 = 0.91;
+    # P_pri(30) = (1, 1.91, 0.91) / 3.82
+    model(B=0.5).prepare(rel, ctx)
+    assert np.allclose(ctx.prior[0], np.array([1, 1.91, 0.91]) / 3.82, atol=1e-12)
+    # B = 0.15: the other age sits exactly on the support's edge, weight 0
+    model(B=0.15).prepare(rel, ctx)
+    assert np.allclose(ctx.prior, [[0.5, 0.5, 0], [0.5, 0.5, 0], [0, 0.5, 0.5], [0, 0.5, 0.5]], atol=1e-12)
+
+
+def test_unequal_priors_omega_posterior_and_distance_by_hand():
+    rel = release(KERNEL_ROWS)
+    ctx = context(rel)
+    m = model(B=0.3, t=0.2)
+    m.prepare(rel, ctx)
+    # the hand values agree with scipy's JS distance (squared: the divergence)
+    assert JS_R0 == pytest.approx(jensenshannon(PRIOR_30, POST_R0, base=2) ** 2, abs=1e-12)
+    assert JS_R2 == pytest.approx(jensenshannon(PRIOR_45, POST_R2, base=2) ** 2, abs=1e-12)
+    # groups {r0, r2} and {r1, r3} in one batch; {r1, r3} is {r0, r2} mirrored (a <-> c,
+    # 30 <-> 45), so r1 has r2's distance and r3 has r0's
+    b = batch_of(rel, ctx, [0, 1, 2, 3], [0, 1, 0, 1], 2)
+    assert np.allclose(m.distances(b), [JS_R0, JS_R2, JS_R2, JS_R0], atol=1e-12)
+    assert np.allclose(m.group_distances(b), [JS_R2, JS_R2], atol=1e-12)
+    # thresholds on either side of the worst record's distance 0.176767 (not of the best 0.134985)
+    assert model(B=0.3, t=0.176).accepts(b, ctx).tolist() == [False, False]
+    assert model(B=0.3, t=0.177).accepts(b, ctx).tolist() == [True, True]
+    # the whole table as one group: n = (1, 2, 1), column sums (1, 2, 1), so Ω(r) = P_pri(r): 0
+    whole = batch_of(rel, ctx, [0, 1, 2, 3], [0, 0, 0, 0], 1)
+    assert np.allclose(m.distances(whole), 0.0, atol=1e-12)
+    assert model(B=0.3, t=0.0).accepts(whole, ctx).tolist() == [True]
 
 
 def test_groups_sharing_one_qi_value_distance_by_hand():
@@ -81,7 +144,9 @@ def test_groups_sharing_one_qi_value_distance_by_hand():
     assert np.allclose(m.distances(b_aa), JS_AA)
     assert np.allclose(m.distances(b_ab), JS_AB)
     assert np.allclose(m.distances(b_all), 0.0, atol=1e-12)
-    assert JS_AA == pytest.approx(0.311278, abs=1e-6) and JS_AB == pytest.approx(0.155639, abs=1e-6)
+    # the hand formulas agree with scipy's JS distance (squared: the divergence)
+    assert JS_AA == pytest.approx(jensenshannon([0.5, 0.25, 0.25], [1, 0, 0], base=2) ** 2, abs=1e-12)
+    assert JS_AB == pytest.approx(jensenshannon([0.5, 0.25, 0.25], [0.5, 0.5, 0], base=2) ** 2, abs=1e-12)
     for t, aa, ab in [(0.15, False, False), (0.16, False, True), (0.31, False, True), (0.32, True, True)]:
         mt = model(B=0.3, t=t)
         assert mt.accepts(b_aa, ctx).tolist() == [aa]
@@ -156,48 +221,77 @@ def test_defaults_and_registry():
 
 
 # ---------------------------------------------------------------------------- brute force
-def naive_group_distance(prior: np.ndarray, sensitive: np.ndarray) -> float:
+SCHEMA2 = Schema((NumericQI("age", 0, 100), NumericQI("weight", 40, 120)), SENS)
+
+
+def naive_kernel_prior(rows: list[tuple], B: float) -> list[list[float]]:
+    """P_pri(B, q_i)[s] = Σ_j K_B(q_i, q_j) [s_j = s] / Σ_j K_B(q_i, q_j), product Epanechnikov
+    kernel K_B = Π_a (1 - (d_a / B)^2) if every d_a < B else 0, d_a = |x - y| / domain width;
+    one pair at a time."""
+    widths = [100, 80]
+    out = []
+    for age_i, weight_i, _ in rows:
+        mass = {"a": 0.0, "b": 0.0, "c": 0.0}
+        for age_j, weight_j, s_j in rows:
+            k = 1.0
+            for x, y, width in [(age_i, age_j, widths[0]), (weight_i, weight_j, widths[1])]:
+                d = abs(x - y) / width
+                k *= 1 - (d / B) ** 2 if d < B else 0.0
+            mass[s_j] += k
+        total = sum(mass.values())
+        out.append([mass[v] / total for v in "abc"])
+    return out
+
+
+def naive_group_distance(prior: list[list[float]], sensitive: list[str]) -> float:
     """Largest JS divergence in one group: Ω-estimate and JS written out with loops and log2."""
-    n, m = prior.shape
-    counts = np.bincount(sensitive, minlength=m)
+    n = len(sensitive)
     worst = 0.0
     for r in range(n):
-        om = [counts[s] * prior[r, s] / prior[:, s].sum() if prior[:, s].sum() > 0 else counts[s] / n for s in range(m)]
+        om = []
+        for j, s in enumerate("abc"):
+            count = sensitive.count(s)
+            column = sum(prior[q][j] for q in range(n))
+            om.append(count * prior[r][j] / column if column > 0 else count / n)
         post = [x / sum(om) for x in om]
         js = 0.0
-        for s in range(m):
-            mid = (prior[r, s] + post[s]) / 2
-            if prior[r, s] > 0:
-                js += 0.5 * prior[r, s] * math.log2(prior[r, s] / mid)
-            if post[s] > 0:
-                js += 0.5 * post[s] * math.log2(post[s] / mid)
+        for j in range(3):
+            mid = (prior[r][j] + post[j]) / 2
+            if prior[r][j] > 0:
+                js += 0.5 * prior[r][j] * math.log2(prior[r][j] / mid)
+            if post[j] > 0:
+                js += 0.5 * post[j] * math.log2(post[j] / mid)
         worst = max(worst, js)
     return worst
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 100), st.sampled_from("abc")), min_size=2, max_size=30),
+    st.lists(st.tuples(st.integers(0, 100), st.integers(40, 120), st.sampled_from("abc")), min_size=2, max_size=30),
     st.integers(1, 5),
     st.sampled_from([0.1, 0.3, 0.6]),
     st.floats(0.0, 1.0),
     st.integers(0, 2**32 - 1),
 )
 def test_accepts_matches_a_per_group_loop(rows, n_groups, B, t, seed):
-    rel = release(rows)
+    frame = pd.DataFrame([(i, *r) for i, r in enumerate(rows)], columns=["id", "age", "weight", "disease"])
+    rel = SCHEMA2.encode(frame, 1)
     ctx = context(rel)
     m = model(B=B, t=t)
     m.prepare(rel, ctx)
-    segment = np.random.default_rng(seed).integers(0, n_groups, len(rel))
-    b = GroupBatch(rel.sensitive, segment, n_groups, rel.n_values, ctx.prior, rel.qi)
+    prior = naive_kernel_prior(rows, B)
+    assert np.allclose(ctx.prior, prior, atol=1e-9)
+    segment = np.random.default_rng(seed).integers(0, n_groups, len(rel)).tolist()
+    b = GroupBatch(rel.sensitive, np.array(segment), n_groups, rel.n_values, ctx.prior, rel.qi)
     expected = []
     for g in range(n_groups):
-        members = np.flatnonzero(segment == g)
-        d = naive_group_distance(ctx.prior[members], rel.sensitive[members]) if len(members) else 0.0
+        members = [i for i in range(len(rows)) if segment[i] == g]
+        d = naive_group_distance([prior[i] for i in members], [rows[i][2] for i in members]) if members else 0.0
         expected.append(d)
     assert np.allclose(m.group_distances(b), expected, atol=1e-9)
     ok = m.accepts(b, ctx)
-    sizes = np.bincount(segment, minlength=n_groups)
+    # k = 1: a group is accepted iff it is not empty and its worst distance is <= t
+    sizes = [segment.count(g) for g in range(n_groups)]
     assert ok.tolist() == [d <= t + 1e-12 and size >= 1 for d, size in zip(expected, sizes)]
     # monotone in t: a looser threshold accepts a superset
     assert np.all(model(B=B, t=min(1.0, t + 0.1)).accepts(b, ctx) >= ok)

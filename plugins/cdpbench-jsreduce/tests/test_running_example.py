@@ -13,6 +13,11 @@ background knowledge is a tiny hand-made model over the 7 exam results of Table 
   (e.g. 1 − 0.6 − 0.02 = 0.38 for MAM-pos) spread evenly over the 5 values the table does not list
   as a successor, so rows sum to 1; rows for histories the table does not cover (BCM-pos, PNE-pos,
   MAM-neg) are uniform.
+
+The paper's Table 3b as printed is *partial*: only the eight listed transitions, nothing else.
+``RunningExampleModel(partial=True)`` uses exactly that (every unlisted transition 0, so no row
+sums to 1): raw RBK is then Table 4b exactly and normalized RBK differs from it, which is what
+the raw/normalized tests use.
 """
 
 from __future__ import annotations
@@ -47,22 +52,29 @@ def _spread(listed: dict[str, float]) -> np.ndarray:
     return row
 
 
+TABLE_3B = {
+    "MAM-pos": {"BCM-pos": 0.6, "PNE-pos": 0.02},
+    "CX-neg": {"BCM-pos": 0.02, "PNE-pos": 0.08},
+    "CX-pos": {"BCM-pos": 0.02, "PNE-pos": 0.6},
+    "BS-neg": {"BCM-pos": 0.02, "PNE-pos": 0.02},
+}
+
+
 class RunningExampleModel:
-    """BK_sv of Table 3a and BK_seq of Table 3b, completed as the module docstring says."""
+    """BK_sv of Table 3a and BK_seq of Table 3b, completed as the module docstring says
+    (``partial=True``: Table 3b exactly as printed, every unlisted transition 0)."""
 
     values = VALUES
     max_order = 1
 
-    def __init__(self) -> None:
-        t = np.full((M, M), 1.0 / M)
-        table3b = {
-            "MAM-pos": {"BCM-pos": 0.6, "PNE-pos": 0.02},
-            "CX-neg": {"BCM-pos": 0.02, "PNE-pos": 0.08},
-            "CX-pos": {"BCM-pos": 0.02, "PNE-pos": 0.6},
-            "BS-neg": {"BCM-pos": 0.02, "PNE-pos": 0.02},
-        }
-        for before, after in table3b.items():
-            t[V[before]] = _spread(after)
+    def __init__(self, partial: bool = False) -> None:
+        t = np.zeros((M, M)) if partial else np.full((M, M), 1.0 / M)
+        for before, after in TABLE_3B.items():
+            if partial:
+                for v, p in after.items():
+                    t[V[before], V[v]] = p
+            else:
+                t[V[before]] = _spread(after)
         self.table = t
         self.by_zip = {
             12030: _spread({"MAM-pos": 0.002, "CX-neg": 0.05, "BCM-pos": 0.001}),
@@ -81,6 +93,7 @@ class RunningExampleModel:
 
 
 MODEL = RunningExampleModel()
+PARTIAL = RunningExampleModel(partial=True)
 TABLE_1A = [("Alice", 51, 12030, "MAM-pos"), ("Betty", 52, 12030, "CX-neg"), ("Carol", 51, 12031, "CX-pos"), ("Doris", 52, 12031, "BS-neg")]
 TABLE_1C = [
     ("Alice", 51, 12030, "BCM-pos"),
@@ -91,15 +104,15 @@ TABLE_1C = [
 ]
 
 
-def release(rows, t: int):
+def release(rows, t: int, model=MODEL):
     frame = pd.DataFrame(
         [(ID[name], age, "F", zip_, value) for name, age, zip_, value in rows], columns=["id", "age", "gender", "zip", "exres"]
     )
-    return SCHEMA.encode(frame, t, truth={"model": MODEL})
+    return SCHEMA.encode(frame, t, truth={"model": model})
 
 
-def releases_and_publications():
-    r1, r2 = release(TABLE_1A, 1), release(TABLE_1C, 2)
+def releases_and_publications(model=MODEL):
+    r1, r2 = release(TABLE_1A, 1, model), release(TABLE_1C, 2, model)
     p1 = Publication.from_partition(r1, np.array([0, 0, 1, 1]))  # Table 1b: QI-groups 1, 2
     p2 = Publication.from_partition(r2, np.array([0, 0, 1, 1, 1]))  # Table 1d: QI-groups 3, 4
     return r1, p1, r2, p2
@@ -125,36 +138,109 @@ def row_of(pub: Publication, name: str) -> int:
     return int(np.flatnonzero(pub.respondent == ID[name])[0])
 
 
-def test_bk_sv_is_table_3a_at_the_first_release():
-    r1, *_ = releases_and_publications()
-    prior = dk(normalized=False).prior(r1)
-    assert prior[0, V["MAM-pos"]] == pytest.approx(0.002) and prior[0, V["CX-neg"]] == pytest.approx(0.05)
-    assert prior[0, V["BCM-pos"]] == pytest.approx(0.001)
-    assert np.array_equal(prior[0], prior[1])  # Alice and Betty: same beliefs
-    assert prior[2, V["CX-pos"]] == pytest.approx(0.0003) and prior[2, V["BS-neg"]] == pytest.approx(0.2)
-    assert np.array_equal(prior[2], prior[3])
+def table_4a(pub: Publication) -> np.ndarray:
+    """PK_1 of Table 4a typed in, one row per respondent of ``pub`` (not an estimator's output)."""
+    listed = {"Alice": ("MAM-pos", "CX-neg"), "Betty": ("MAM-pos", "CX-neg"), "Carol": ("CX-pos", "BS-neg"), "Doris": ("CX-pos", "BS-neg")}
+    name_of = {i: name for name, i in ID.items()}
+    pk = np.zeros((len(pub), M))
+    for row, r in enumerate(pub.respondent.tolist()):
+        for v in listed[name_of[r]]:
+            pk[row, V[v]] = 0.5
+    return pk
 
 
-@pytest.mark.parametrize("normalized", [False, True])
-def test_table_4_posterior_revised_and_posterior_again(normalized):
-    r1, p1, r2, p2 = releases_and_publications()
+def test_revision_of_table_4a_with_table_3b_is_table_4b():
+    """Algorithm 3 on the paper's own inputs: PK_1 = Table 4a, BK_seq = Table 3b as printed."""
+    r1, p1, r2, _ = releases_and_publications(PARTIAL)
+    knowledge = dk(normalized=False)
+    # first release, nobody seen yet: every prior is BK_sv (Algorithm 1, RBK_1 = BK_sv)
+    assert np.array_equal(knowledge.prior(r1), PARTIAL.bk_sv(r1.qi))
+    knowledge.revise(p1.public(), table_4a(p1), p1.respondent)
+    rbk2 = knowledge.prior(r2)
+    alice, carol = 0, 1  # release rows (Table 1c order)
+    # Example 3: RBK(Alice, BCM-pos) = 0.5 · p(BCM-pos | MAM-pos) + 0.5 · p(BCM-pos | CX-neg) = 0.5·0.6 + 0.5·0.02 = 0.31
+    #            RBK(Alice, PNE-pos) = 0.5 · 0.02 + 0.5 · 0.08 = 0.05
+    #            RBK(Carol, BCM-pos) = 0.5 · p(BCM-pos | CX-pos) + 0.5 · p(BCM-pos | BS-neg) = 0.5·0.02 + 0.5·0.02 = 0.02
+    #            RBK(Carol, PNE-pos) = 0.5 · 0.6 + 0.5 · 0.02 = 0.31
+    # and 0 on every other value: the printed table lists no other successor
+    expected = np.zeros((2, M))
+    expected[alice, [V["BCM-pos"], V["PNE-pos"]]] = [0.31, 0.05]
+    expected[carol, [V["BCM-pos"], V["PNE-pos"]]] = [0.02, 0.31]
+    assert np.allclose(rbk2[:2], expected, atol=1e-15)
+    # Elisa, Fran and Grace appear for the first time: BK_sv (uniform for their zip codes)
+    assert np.allclose(rbk2[2:], 1.0 / M)
+
+
+# Raw vs normalized on the printed (partial) Table 3b: Alice's RBK row sums to 0.31 + 0.05 = 0.36,
+# Carol's to 0.02 + 0.31 = 0.33, so dividing by the sum changes every number.
+#   raw:        Alice (BCM 0.31, PNE 0.05), Carol (BCM 0.02, PNE 0.31)       (Table 4b)
+#   normalized: Alice (31/36, 5/36),        Carol (2/33, 31/33)
+# PK_2 in QI-group 3 (tuples BCM-pos, PNE-pos), §5.2: c1 = Alice->BCM, Carol->PNE; c2 the swap.
+#   raw:        d1 = 0.31 + 0.31 = 0.62, d2 = 0.05 + 0.02 = 0.07 -> p = 0.62/0.69 (Example 2)
+#   normalized: d1 = 31/36 + 31/33 = 2139/1188, d2 = 5/36 + 2/33 = 237/1188 -> p = 2139/2376
+@pytest.mark.parametrize(
+    "normalized, alice, carol, pk2",
+    [
+        (False, (0.31, 0.05), (0.02, 0.31), 0.62 / 0.69),
+        (True, (31 / 36, 5 / 36), (2 / 33, 31 / 33), 2139 / 2376),
+    ],
+)
+def test_raw_and_normalized_revision_on_the_printed_table(normalized, alice, carol, pk2):
+    r1, p1, r2, p2 = releases_and_publications(PARTIAL)
     knowledge, estimator = dk(normalized=normalized), configuration()
+    _, pk1 = defender_step(knowledge, estimator, r1, p1)
+    assert np.allclose(pk1, table_4a(p1), atol=1e-12)  # Table 4a (equal BK_sv inside each group)
+    rbk2 = knowledge.prior(r2)
+    for row, (bcm, pne) in [(0, alice), (1, carol)]:
+        assert rbk2[row, V["BCM-pos"]] == pytest.approx(bcm, abs=1e-12)
+        assert rbk2[row, V["PNE-pos"]] == pytest.approx(pne, abs=1e-12)
+        assert rbk2[row].sum() == pytest.approx(bcm + pne, abs=1e-12)  # nothing on other values
+    post2 = estimator.posterior(rbk2[p2.row], p2.sensitive, p2.group, p2.n_groups, M)
+    a, c = row_of(p2, "Alice"), row_of(p2, "Carol")
+    assert post2[a, V["BCM-pos"]] == pytest.approx(pk2, abs=1e-12)
+    assert post2[a, V["PNE-pos"]] == pytest.approx(1 - pk2, abs=1e-12)
+    assert post2[c, V["PNE-pos"]] == pytest.approx(pk2, abs=1e-12)  # c1 puts Carol on PNE-pos
+    assert post2[c, V["BCM-pos"]] == pytest.approx(1 - pk2, abs=1e-12)
+
+
+# A posterior row that does not sum to 1 (Alice's PK_1 = 0.4 / 0.4, sum 0.8) on the completed table
+# (rows sum to 1): raw RBK(Alice, ·) = 0.8 × the normalized one.
+#   raw:        BCM 0.4·0.6 + 0.4·0.02 = 0.248;  PNE 0.4·0.02 + 0.4·0.08 = 0.04;  row sum 0.8
+#   normalized: BCM 0.248 / 0.8 = 0.31;          PNE 0.04 / 0.8 = 0.05;           row sum 1
+@pytest.mark.parametrize("normalized, bcm, pne, total", [(False, 0.248, 0.04, 0.8), (True, 0.31, 0.05, 1.0)])
+def test_raw_and_normalized_revision_of_a_posterior_not_summing_to_one(normalized, bcm, pne, total):
+    _, p1, r2, _ = releases_and_publications()
+    knowledge = dk(normalized=normalized)
+    pk = table_4a(p1)
+    pk[row_of(p1, "Alice")] *= 0.8
+    knowledge.revise(p1.public(), pk, p1.respondent)
+    rbk2 = knowledge.prior(r2)
+    alice = 0
+    assert rbk2[alice, V["BCM-pos"]] == pytest.approx(bcm, abs=1e-12)
+    assert rbk2[alice, V["PNE-pos"]] == pytest.approx(pne, abs=1e-12)
+    assert rbk2[alice].sum() == pytest.approx(total, abs=1e-12)
+
+
+def test_table_4_posterior_revised_and_posterior_again():
+    """The full defender cycle of Fig. 2 on the completed tables, raw RBK as the paper prints it."""
+    r1, p1, r2, p2 = releases_and_publications()
+    knowledge, estimator = dk(normalized=False), configuration()
 
     # Table 4a: PK_1 = 0.5 / 0.5 inside each τ1 group (Example: equal BK_sv, no way to tell apart)
     _, pk1 = defender_step(knowledge, estimator, r1, p1)
-    for name, a, b in [("Alice", "MAM-pos", "CX-neg"), ("Betty", "MAM-pos", "CX-neg"), ("Carol", "CX-pos", "BS-neg"), ("Doris", "CX-pos", "BS-neg")]:
-        i = row_of(p1, name)
-        assert pk1[i, V[a]] == pytest.approx(0.5) and pk1[i, V[b]] == pytest.approx(0.5)
+    assert np.allclose(pk1, table_4a(p1), atol=1e-12)
 
-    # Table 4b / Example 3: RBK_2 = 0.5·0.6 + 0.5·0.02 = 0.31 ...
+    # Table 4b / Example 3: RBK_2 = 0.5·0.6 + 0.5·0.02 = 0.31 ... (the completed rows of Table 3b
+    # keep the listed transitions, so the four listed values are the paper's)
     rbk2 = knowledge.prior(r2)
     alice, carol = 0, 1  # release rows (Table 1c order)
     assert rbk2[alice, V["BCM-pos"]] == pytest.approx(0.31, abs=1e-12)
     assert rbk2[alice, V["PNE-pos"]] == pytest.approx(0.05, abs=1e-12)
     assert rbk2[carol, V["BCM-pos"]] == pytest.approx(0.02, abs=1e-12)
     assert rbk2[carol, V["PNE-pos"]] == pytest.approx(0.31, abs=1e-12)
-    assert round(rbk2[alice, V["BCM-pos"]], 2) == 0.31 and round(rbk2[carol, V["BCM-pos"]], 2) == 0.02
-    # the completed table's rows sum to 1, so raw and normalized RBK agree here
+    # the completed table spreads the rest: Alice's MAM-neg = 0.5·(0.38/5) + 0.5·(0.9/5) = 0.128
+    assert rbk2[alice, V["MAM-neg"]] == pytest.approx(0.5 * 0.38 / 5 + 0.5 * 0.9 / 5, abs=1e-12)
+    # rows of the table and of PK_1 sum to 1, hence so does RBK (Σ_s Σ_λ p(s|λ) P(λ) = Σ_λ P(λ))
     assert np.allclose(rbk2.sum(axis=1), 1.0)
     # Elisa, Fran and Grace appear for the first time: BK_sv (uniform for their zip codes)
     assert np.allclose(rbk2[2:], 1.0 / M)
