@@ -18,8 +18,16 @@ from cdpbench.metrics import _regions
 from cdpbench.metrics.belief import BeliefMetrics
 from cdpbench.metrics.kl import KLDivergence, kl_divergence
 from cdpbench.metrics.linkage import RecordLinkage, linkage_probabilities
-from cdpbench.metrics.query import CountQueries, QueryError, QueryErrorParams, query_answers, random_queries, relative_errors
-from cdpbench.metrics.utility import UtilityMetrics, gcp, ncp
+from cdpbench.metrics.query import (
+    ANY_VALUE,
+    CountQueries,
+    QueryError,
+    QueryErrorParams,
+    query_answers,
+    random_queries,
+    relative_errors,
+)
+from cdpbench.metrics.utility import UtilityMetrics, UtilityParams, gcp, ncp
 from cdpbench.plugin import AttackResult, MetricContext
 from cdpbench.registry import Registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
@@ -76,11 +84,13 @@ def table():
 
 
 # ============================================================================ utility
-def test_utility_hand_computed(table):
+@pytest.mark.parametrize("ncp_range", ["data", "domain"])
+def test_utility_hand_computed(table, ncp_range):
+    """TABLE's ages span the whole domain [20, 40]: both NCP ranges are 20."""
     pub = Publication.from_partition(table, np.array(AB))
     # A: age 4/20, job 2/4 -> NCP 0.35; B: age 12/20, job 2/4 -> NCP 0.55
-    np.testing.assert_allclose(ncp(pub), [0.35, 0.35, 0.55, 0.55, 0.55])
-    out = UtilityMetrics().compute(ctx_of(table, pub))
+    np.testing.assert_allclose(ncp(pub, table, ncp_range), [0.35, 0.35, 0.55, 0.55, 0.55])
+    out = UtilityMetrics(UtilityParams(ncp_range=ncp_range)).compute(ctx_of(table, pub))
     assert out["gcp"] == pytest.approx(2 * 0.35 + 3 * 0.55)
     assert out["gcp_norm"] == pytest.approx((2.35 + 1) / 6)
     assert out["discernibility"] == 2**2 + 3**2 + 1 * 6
@@ -88,23 +98,86 @@ def test_utility_hand_computed(table):
     assert out["suppressed"] == 1 and out["suppressed_fraction"] == pytest.approx(1 / 6)
     assert out["counterfeits"] == 0 and out["groups"] == 2
     assert out["group_size_min"] == 2 and out["group_size_mean"] == 2.5
-    assert gcp(pub, table) == (pytest.approx(2.35), pytest.approx(3.35 / 6))
+    assert gcp(pub, table, ncp_range) == (pytest.approx(2.35), pytest.approx(3.35 / 6))
 
 
-def test_utility_value_set_versus_taxonomy_node(table):
+@pytest.mark.parametrize("ncp_range", ["data", "domain"])
+def test_utility_value_set_versus_taxonomy_node(table, ncp_range):
     # groups {1,3}, {2,4}, {5,6}: each mixes the two subtrees
     g = np.array([0, 1, 0, 1, 2, 2])
     node = Publication.from_partition(table, g, categorical="taxonomy")
     vset = Publication.from_partition(table, g, categorical="set")
+    metric = UtilityMetrics(UtilityParams(ncp_range=ncp_range))
     # taxonomy: job -> root (4/4); value set: 2 of 4 leaves
-    np.testing.assert_allclose(ncp(node), [0.75, 0.75, 0.75, 0.75, 0.95, 0.95])
-    np.testing.assert_allclose(ncp(vset), [0.5, 0.5, 0.5, 0.5, 0.7, 0.7])
-    assert UtilityMetrics().compute(ctx_of(table, node))["gcp"] == pytest.approx(4.9)
-    assert UtilityMetrics().compute(ctx_of(table, vset))["gcp"] == pytest.approx(3.4)
+    np.testing.assert_allclose(ncp(node, table, ncp_range), [0.75, 0.75, 0.75, 0.75, 0.95, 0.95])
+    np.testing.assert_allclose(ncp(vset, table, ncp_range), [0.5, 0.5, 0.5, 0.5, 0.7, 0.7])
+    assert metric.compute(ctx_of(table, node))["gcp"] == pytest.approx(4.9)
+    assert metric.compute(ctx_of(table, vset))["gcp"] == pytest.approx(3.4)
     # a group of one job value costs nothing on that QI: {1, 5} are both nurses
     single = Publication.from_partition(table, np.array([0, -1, -1, -1, 0, -1]))
-    np.testing.assert_allclose(ncp(single), [0.5, 0.5])
-    assert gcp(single, table) == (pytest.approx(1.0), pytest.approx((1.0 + 4) / 6))
+    np.testing.assert_allclose(ncp(single, table, ncp_range), [0.5, 0.5])
+    assert gcp(single, table, ncp_range) == (pytest.approx(1.0), pytest.approx((1.0 + 4) / 6))
+
+
+WIDE = Schema((NumericQI("age", 0, 100), CategoricalQI("job", JOBS)), DISEASE)
+# ages 20..70 in a domain [0, 100]; r6 (the oldest) is suppressed but still spans the data range
+WIDE_TABLE = [
+    (1, 20, "nurse", "flu"),
+    (2, 30, "doctor", "hiv"),
+    (3, 40, "clerk", "flu"),
+    (4, 60, "manager", "cancer"),
+    (5, 50, "clerk", "hiv"),
+    (6, 70, "nurse", "flu"),
+]
+
+
+def test_ncp_data_range_versus_domain_hand_computed():
+    rel = release_of(WIDE_TABLE, WIDE)
+    # A = {1, 2}: age [20, 30], job medical (2 of 4 leaves); B = {3, 4, 5}: age [40, 60], job office
+    pub = Publication.from_partition(rel, np.array([0, 0, 1, 1, 1, -1]))
+    # data: R_age = 70 - 20 = 50 (the suppressed r6 included): A (10/50 + 2/4)/2 = 0.35,
+    # B (20/50 + 2/4)/2 = 0.45 -> GCP 2 x 0.35 + 3 x 0.45 = 2.05, normalized (2.05 + 1)/6
+    np.testing.assert_allclose(ncp(pub, rel, "data"), [0.35, 0.35, 0.45, 0.45, 0.45])
+    assert gcp(pub, rel, "data") == (pytest.approx(2.05), pytest.approx(3.05 / 6))
+    # domain: R_age = 100: A (10/100 + 0.5)/2 = 0.3, B (20/100 + 0.5)/2 = 0.35 -> GCP 1.65
+    np.testing.assert_allclose(ncp(pub, rel, "domain"), [0.3, 0.3, 0.35, 0.35, 0.35])
+    assert gcp(pub, rel, "domain") == (pytest.approx(1.65), pytest.approx(2.65 / 6))
+    for form, expected in (("data", 2.05), ("domain", 1.65)):
+        out = UtilityMetrics(UtilityParams(ncp_range=form)).compute(ctx_of(rel, pub))
+        assert out["gcp"] == pytest.approx(expected) and out["gcp_norm"] == pytest.approx((expected + 1) / 6)
+    # the default is the papers' form (BayFrame §6.2): the release's range
+    assert UtilityParams().ncp_range == "data"
+    assert UtilityMetrics().compute(ctx_of(rel, pub))["gcp"] == pytest.approx(2.05)
+    assert Registry().create("metric", "utility").params.ncp_range == "data"
+
+
+def test_ncp_degenerate_data_range_is_zero():
+    schema = Schema((NumericQI("age", 0, 100), NumericQI("w", 0, 10)), Sensitive("s", ("a", "b")))
+    rel = release_of([(1, 20, 5, "a"), (2, 40, 5, "b"), (3, 60, 5, "a")], schema)
+    pub = Publication.from_partition(rel, np.array([0, 0, 1]))
+    # every record has w = 5: R_w = 0 -> NCP_w = 0. data: {1, 2} age 20/40 -> (0.5 + 0)/2 = 0.25
+    with np.errstate(all="raise"):
+        np.testing.assert_allclose(ncp(pub, rel, "data"), [0.25, 0.25, 0.0])
+        assert gcp(pub, rel, "data")[0] == pytest.approx(0.5)
+    np.testing.assert_allclose(ncp(pub, rel, "domain"), [0.1, 0.1, 0.0])  # (20/100 + 0/10)/2
+    # a published w interval wider than the (empty) data range still counts 0 there, by definition
+    high = pub.high.copy()
+    high[0, 1] = 7
+    wider = dataclasses.replace(pub, high=high)
+    with np.errstate(all="raise"):
+        np.testing.assert_allclose(ncp(wider, rel, "data"), [0.25, 0.25, 0.0])
+    np.testing.assert_allclose(ncp(wider, rel, "domain"), [0.2, 0.2, 0.0])  # (20/100 + 2/10)/2
+    # a single record: every range is degenerate
+    one = release_of([(1, 20, 5, "a")], schema)
+    assert gcp(Publication.from_partition(one, np.array([0])), one, "data") == (0.0, 0.0)
+
+
+def test_utility_params_are_validated():
+    with pytest.raises(ConfigError, match=r"ncp_range must be one of 'data', 'domain' \(got 'table'\)"):
+        UtilityParams(ncp_range="table")
+    with pytest.raises(ConfigError, match="ncp_range"):
+        Registry().create("metric", "utility", {"ncp_range": "range"})
+    assert Registry().create("metric", "utility", {"ncp_range": "domain"}).params.ncp_range == "domain"
 
 
 def test_utility_counterfeits_and_bucketized(table):
@@ -240,6 +313,75 @@ def test_query_answers_hand_computed(table):
     np.testing.assert_allclose(est_b[0], 0.5)
 
 
+# groups A = {1, 2}: age [20, 24] (5 ages), job medical {0, 1}; B = {3, 4}: age [30, 34], job
+# office {2, 3}; C = {5, 6}: age [22, 40] (19 ages), job * (4 leaves). Flu: r1, r3, r5; hiv: r2,
+# r6; cancer: r4. Three query ranges, each asked in both forms.
+ABC = [0, 0, 1, 1, 2, 2]
+RANGES_LOW = np.array([[20, 0], [25, 2], [36, 0]], dtype=float)  # age [20, 30] medical; [25, 40] office;
+RANGES_HIGH = np.array([[30, 1], [40, 3], [40, 0]], dtype=float)  # [36, 40] nurse
+
+
+def test_query_answers_both_forms_hand_computed(table):
+    pub = Publication.from_partition(table, np.array(ABC))
+    qi = CountQueries(RANGES_LOW, RANGES_HIGH, np.full(3, ANY_VALUE))
+    true, est = query_answers(qi, table, pub)
+    # true, QI ranges only: q0 r1 (20, nurse), r2 (24, doctor); q1 r3 (30, clerk), r4 (34, manager);
+    # q2 r5 (40, nurse)
+    np.testing.assert_array_equal(true, [2, 1 + 1, 1])
+    # estimate: share of each group's region inside the ranges x |Q|
+    # q0: A all of it (5/5 ages, 2/2 jobs) x 2 = 2; B only age 30 (1/5) but no job: 0;
+    #     C ages 22..30 (9/19) x jobs 2/4 x 2 = 9/19
+    # q1: A none; B all x 2 = 2; C ages 25..40 (16/19) x 2/4 x 2 = 16/19
+    # q2: C ages 36..40 (5/19) x 1/4 x 2 = 5/38
+    np.testing.assert_allclose(est, [2 + 9 / 19, 2 + 16 / 19, 5 / 38])
+    np.testing.assert_allclose(relative_errors(true, est), [9 / 38, 8 / 19, 33 / 38])
+    # the same ranges AND S = flu / cancer / flu
+    qs = CountQueries(RANGES_LOW, RANGES_HIGH, np.array([0, 2, 0]))
+    true_s, est_s = query_answers(qs, table, pub)
+    np.testing.assert_array_equal(true_s, [1, 1, 1])  # r1; r4; r5
+    # q0: A 1 x 1 flu + C 9/38 x 1 flu; q1: B 1 x 1 cancer (C has none); q2: C 5/76 x 1 flu
+    np.testing.assert_allclose(est_s, [1 + 9 / 38, 1, 5 / 76])
+    np.testing.assert_allclose(relative_errors(true_s, est_s), [9 / 38, 0, 71 / 76])
+    # both forms in one batch: each query keeps its own answer
+    both = CountQueries(np.vstack([RANGES_LOW, RANGES_LOW]), np.vstack([RANGES_HIGH, RANGES_HIGH]),
+                        np.array([ANY_VALUE] * 3 + [0, 2, 0]))
+    t, e = query_answers(both, table, pub)
+    np.testing.assert_allclose(t, [*true, *true_s])
+    np.testing.assert_allclose(e, [*est, *est_s])
+    # bucketized: exact points; the qi form counts each published point inside (1 each), the
+    # qi_sensitive form its bucket's share of the value (each bucket holds 2 distinct values: 1/2)
+    bucket = Publication.from_partition(table, np.array(ABC), bucketized=True)
+    np.testing.assert_allclose(query_answers(qi, table, bucket)[1], [2, 2, 1])
+    np.testing.assert_allclose(query_answers(qs, table, bucket)[1], [1 / 2 + 1 / 2, 1 / 2 + 1 / 2, 1 / 2])
+    # a counterfeit (hiv) in B is one more tuple of |B| = 3; bucketized, its point is B's lower
+    # corner (30, clerk), inside q1; the true counts are the release's and do not change
+    fake = with_counterfeits(pub, [1], [1])
+    t, e = query_answers(qi, table, fake)
+    np.testing.assert_array_equal(t, true)
+    np.testing.assert_allclose(e, [2 + 9 / 19, 3 + 16 / 19, 5 / 38])
+    np.testing.assert_allclose(query_answers(qs, table, fake)[1], est_s)  # no flu, no cancer added
+    fake_b = with_counterfeits(bucket, [1], [1])
+    np.testing.assert_allclose(query_answers(qi, table, fake_b)[1], [2, 3, 1])
+    # r5 suppressed (C = {6}): gone from the estimate; C is now the point (22, clerk)
+    sup = Publication.from_partition(table, np.array([0, 0, 1, 1, -1, 2]))
+    t, e = query_answers(qi, table, sup)
+    np.testing.assert_array_equal(t, true)
+    np.testing.assert_allclose(e, [2, 2, 0])
+
+
+def test_query_form_default_is_the_papers(table):
+    """QI ranges only (JS-reduce §7.5, slicedBucket eq. 8) unless ``form=qi_sensitive``."""
+    assert QueryErrorParams().form == "qi"
+    assert Registry().create("metric", "query_error").params.form == "qi"
+    assert (random_queries(table, 20, 0.3, np.random.default_rng(0)).sensitive == ANY_VALUE).all()
+    sens = random_queries(table, 20, 0.3, np.random.default_rng(0), form="qi_sensitive").sensitive
+    assert ((sens >= 0) & (sens < 3)).all()
+    pub = Publication.from_partition(table, np.array(ABC))
+    default = QueryError(QueryErrorParams(queries=40)).compute(ctx_of(table, pub, seed=5))
+    assert default == QueryError(QueryErrorParams(queries=40, form="qi")).compute(ctx_of(table, pub, seed=5))
+    assert default != QueryError(QueryErrorParams(queries=40, form="qi_sensitive")).compute(ctx_of(table, pub, seed=5))
+
+
 def test_empty_query_ranges_select_nothing(table):
     """random_queries encodes an empty range as (+inf, -inf); no column may count it negatively."""
     for j in range(2):
@@ -263,18 +405,22 @@ def test_query_answers_real_valued_domain():
 
 def test_query_error_is_zero_without_generalization_and_seeded(table):
     exact = Publication.from_partition(table, np.arange(6))
-    out = QueryError(QueryErrorParams(queries=200, selectivity=0.3)).compute(ctx_of(table, exact))
-    assert out == {"query_error_mean": 0.0, "query_error_median": 0.0}
+    for form in ("qi", "qi_sensitive"):
+        out = QueryError(QueryErrorParams(queries=200, selectivity=0.3, form=form)).compute(ctx_of(table, exact))
+        assert out == {"query_error_mean": 0.0, "query_error_median": 0.0}
     pub = Publication.from_partition(table, np.array(AB))
-    a = QueryError(QueryErrorParams(queries=50)).compute(ctx_of(table, pub, seed=3))
-    b = QueryError(QueryErrorParams(queries=50)).compute(ctx_of(table, pub, seed=3))
-    c = QueryError(QueryErrorParams(queries=50)).compute(ctx_of(table, pub, seed=4))
-    assert a == b and a != c and a["query_error_mean"] > 0
+    for form in ("qi", "qi_sensitive"):
+        a = QueryError(QueryErrorParams(queries=50, form=form)).compute(ctx_of(table, pub, seed=3))
+        b = QueryError(QueryErrorParams(queries=50, form=form)).compute(ctx_of(table, pub, seed=3))
+        c = QueryError(QueryErrorParams(queries=50, form=form)).compute(ctx_of(table, pub, seed=4))
+        assert a == b and a != c and a["query_error_mean"] > 0
 
 
+@pytest.mark.parametrize("form", ["qi", "qi_sensitive"])
 @pytest.mark.parametrize("theta", [0.02, 0.1, 0.3])
-def test_random_queries_reach_the_expected_selectivity(theta):
-    """Independent uniform QIs and a sensitive value frequent enough: mean selectivity ~ theta."""
+def test_random_queries_reach_the_expected_selectivity(theta, form):
+    """Independent uniform QIs (and, in the qi_sensitive form, a sensitive value frequent
+    enough): mean selectivity ~ theta."""
     rng = np.random.default_rng(7)
     n = 4000
     schema = Schema(
@@ -291,7 +437,7 @@ def test_random_queries_reach_the_expected_selectivity(theta):
         }
     )
     rel = schema.encode(frame, t=1)
-    queries = random_queries(rel, 400, theta, np.random.default_rng(1))
+    queries = random_queries(rel, 400, theta, np.random.default_rng(1), form)
     true, _ = query_answers(queries, rel, Publication.from_partition(rel, np.zeros(n, dtype=np.int64)))
     assert np.mean(true) / n == pytest.approx(theta, rel=0.25)
 
@@ -305,9 +451,10 @@ def test_query_ranges_are_unbiased_on_repeated_values(theta):
     schema = Schema((CategoricalQI("job", Taxonomy.flat([str(i) for i in range(8)])),), Sensitive("s", ("x",)))
     codes = rng.choice(8, n, p=[0.3, 0.05, 0.2, 0.1, 0.05, 0.15, 0.1, 0.05])
     rel = schema.encode(pd.DataFrame({"id": np.arange(n), "job": codes.astype(str), "s": "x"}), t=1)
-    queries = random_queries(rel, 40000, theta, np.random.default_rng(2))
-    true, _ = query_answers(queries, rel, Publication.from_partition(rel, np.zeros(n, dtype=np.int64)))
-    assert np.mean(true) / n == pytest.approx(theta, abs=0.004)
+    for form in ("qi", "qi_sensitive"):  # one sensitive value: both forms use f = theta
+        queries = random_queries(rel, 40000, theta, np.random.default_rng(2), form)
+        true, _ = query_answers(queries, rel, Publication.from_partition(rel, np.zeros(n, dtype=np.int64)))
+        assert np.mean(true) / n == pytest.approx(theta, abs=0.004)
 
 
 def test_query_error_params_are_validated():
@@ -319,6 +466,11 @@ def test_query_error_params_are_validated():
         QueryErrorParams(selectivity=0)
     with pytest.raises(ConfigError, match="queries"):
         Registry().create("metric", "query_error", {"queries": -3})
+    with pytest.raises(ConfigError, match=r"form must be one of 'qi', 'qi_sensitive' \(got 'sensitive'\)"):
+        QueryErrorParams(form="sensitive")
+    with pytest.raises(ConfigError, match="form"):
+        Registry().create("metric", "query_error", {"form": "QI"})
+    assert Registry().create("metric", "query_error", {"form": "qi_sensitive"}).params.form == "qi_sensitive"
 
 
 # ============================================================================ belief
@@ -339,7 +491,8 @@ def test_belief_hand_computed(table):
     assert out["bk.gain_rho"] == pytest.approx((0.6 - 0.4 + 0 + 1 - 0.5) / 5)
     assert out["bk.gain_g"] == pytest.approx((0.6 + 0.4 + 0 + 1 + 0.5) / 5)
     assert out["bk.confidence"] == pytest.approx((0.8 + 0.3 + 1 / 3 + 1 + 0) / 5)
-    assert set(out) == {"bk.gain_rho", "bk.gain_g", "bk.confidence"}  # no posterior, no keys
+    assert out["bk.single_value_share"] == 0  # every group holds two or three distinct values
+    assert set(out) == {"bk.gain_rho", "bk.gain_g", "bk.confidence", "bk.single_value_share"}  # no posterior, no keys
 
 
 def test_belief_full_groups_large_shares_and_counterfeits(table):
@@ -348,6 +501,7 @@ def test_belief_full_groups_large_shares_and_counterfeits(table):
     out = BeliefMetrics().compute(ctx_of(table, pub, {"x": posterior_for([1, 3], [[0.9, 0.1, 0], [0.6, 0, 0.4]])}))
     assert out["x.gain_rho"] == 0
     assert out["x.gain_g"] == pytest.approx((0.1 + 0.4) / 2)
+    assert out["x.single_value_share"] == 1
     # group {1, 2, 3, 5}: three flu out of four; a posterior of 0 on flu gives G = 0.75/0.25 = 3
     pub = Publication.from_partition(table, np.array([0, 0, 0, -1, 0, -1]))
     post = posterior_for([1, 2, 3, 5], [[0, 1, 0], [0, 1, 0], [1, 0, 0], [1, 0, 0]])
@@ -355,6 +509,7 @@ def test_belief_full_groups_large_shares_and_counterfeits(table):
     # r1: rho (0-.75)/.25 = -3, G 3; r2 hiv share 1/4: (1-.25)/.75 = 1; r3, r5: 1
     assert out["x.gain_rho"] == pytest.approx((-3 + 1 + 1 + 1) / 4)
     assert out["x.gain_g"] == pytest.approx((3 + 1 + 1 + 1) / 4)
+    assert out["x.single_value_share"] == 0
     # a counterfeit cancer tuple in group A = {1, 2}: |Q| = 3, shares 1/3; it has no posterior
     pub = with_counterfeits(Publication.from_partition(table, np.array(AB)), [0], [2])
     post = posterior_for([1, 2], [[0.5, 0.5, 0], [0.5, 0.5, 0]])
@@ -363,7 +518,31 @@ def test_belief_full_groups_large_shares_and_counterfeits(table):
     assert out["x.confidence"] == pytest.approx(0.5)
     # an attacker with posteriors for nobody published gives NaN, not a crash
     out = BeliefMetrics().compute(ctx_of(table, pub, {"x": posterior_for([42], [[1, 0, 0]])}))
-    assert math.isnan(out["x.gain_g"])
+    assert math.isnan(out["x.gain_g"]) and math.isnan(out["x.single_value_share"])
+
+
+def test_single_value_share_hand_computed(table):
+    # groups {1, 5}: flu, flu (a = 1); {2, 6}: hiv, hiv (a = 1); {3, 4}: flu, cancer (a = 1/2)
+    pub = Publication.from_partition(table, np.array([0, 1, 2, 2, 0, 1]))
+    uniform = posterior_for([1, 2, 3, 4, 5, 6], np.full((6, 3), 1 / 3))
+    some = posterior_for([3, 1], [[1, 0, 0], [1, 0, 0]])  # r3 (a = 1/2) and r1 (a = 1)
+    attacks = {"all": uniform, "some": some, "none": AttackResult(np.array([1]))}
+    out = BeliefMetrics().compute(ctx_of(table, pub, attacks))
+    assert out["all.single_value_share"] == pytest.approx(4 / 6)
+    assert out["some.single_value_share"] == pytest.approx(1 / 2)  # over the records it has beliefs for
+    assert "none.single_value_share" not in out
+    # r3, r4: (1/3 - 1/2)/(1/2) = -1/3 each, the four a = 1 records 0: rho = -2/3 / 6 = -1/9;
+    # over the records where the ratio is defined: rho / (1 - share) = -1/3
+    assert out["all.gain_rho"] == pytest.approx(-1 / 9)
+    assert out["all.gain_rho"] / (1 - out["all.single_value_share"]) == pytest.approx(-1 / 3)
+    assert out["some.gain_rho"] == pytest.approx((1 + 0) / 2)  # r3: (1 - 1/2)/(1/2) = 1; r1: 0
+    # a counterfeit hiv tuple in {1, 5}: a = 2/3 there, only r2 and r6 keep a = 1
+    fake = with_counterfeits(pub, [0], [1])
+    out = BeliefMetrics().compute(ctx_of(table, fake, {"all": uniform}))
+    assert out["all.single_value_share"] == pytest.approx(2 / 6)
+    # suppressed records are not published: {1, 5} alone, r2 .. r4 and r6 suppressed
+    alone = Publication.from_partition(table, np.array([0, -1, -1, -1, 0, -1]))
+    assert BeliefMetrics().compute(ctx_of(table, alone, {"all": uniform}))["all.single_value_share"] == 1
 
 
 # ============================================================================ oracles and properties
@@ -539,16 +718,22 @@ def test_kd_order_is_a_permutation(n, d, leaf, seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(scenarios(perturb=True), st.integers(0, 2**32 - 1))
-def test_query_estimates_match_brute_force(case, seed):
+@given(scenarios(perturb=True), st.integers(0, 2**32 - 1), st.sampled_from(["qi", "qi_sensitive"]))
+def test_query_estimates_match_brute_force(case, seed, form):
     rel, pub = case
-    queries = random_queries(rel, 5, 0.3, np.random.default_rng(seed))
+    queries = random_queries(rel, 5, 0.3, np.random.default_rng(seed), form)
+    assert (queries.sensitive == ANY_VALUE).all() == (form == "qi")
     true, est = query_answers(queries, rel, pub)
     integral = [np.all(rel.qi[:, j] == np.round(rel.qi[:, j])) for j in range(3)]
     counts, sizes = pub.group_counts(), np.bincount(pub.group, minlength=pub.n_groups)
+    if form == "qi":  # no condition on S: a group counts all its tuples, a bucket's point 1
+        counts = sizes[:, None]
     for q in range(len(queries)):
-        lo_q, hi_q, s = queries.low[q], queries.high[q], queries.sensitive[q]
-        inside = [all(lo_q[j] <= rel.qi[i, j] <= hi_q[j] for j in range(3)) and rel.sensitive[i] == s for i in range(len(rel))]
+        lo_q, hi_q, s = queries.low[q], queries.high[q], max(queries.sensitive[q], 0)
+        inside = [
+            all(lo_q[j] <= rel.qi[i, j] <= hi_q[j] for j in range(3)) and (form == "qi" or rel.sensitive[i] == s)
+            for i in range(len(rel))
+        ]
         assert true[q] == sum(inside)
         expected = 0.0
         for g, lo, hi, sets in region_list(pub):
@@ -586,7 +771,7 @@ def test_every_metric_stays_in_its_range(case, seed):
     assert out["kl"] >= 0.0
     assert out["query_error_mean"] >= 0.0 and out["query_error_median"] >= 0.0
     if real.any():
-        assert 0.0 <= out["a.confidence"] <= 1.0
+        assert 0.0 <= out["a.confidence"] <= 1.0 and 0.0 <= out["a.single_value_share"] <= 1.0
         assert out["a.gain_rho"] <= 1.0 + 1e-12
         # G <= max(a, 1 - a) / (1 - a): above 1 only on values holding more than half a group
         share = pub.group_counts().max(axis=1) / pub.group_sizes()

@@ -13,6 +13,13 @@ group's values). Averaged over those records:
   ``G`` lies in [0, max(a, 1 - a) / (1 - a)]: it exceeds 1 only when a posterior falls below
   ``2a - 1`` on a value holding more than half of the group.
 * ``confidence`` — the average posterior on the true value, ``mean p`` (in [0, 1]).
+* ``single_value_share`` — the share of those records with ``a = 1``, whose group's multiset
+  holds only their own value: the records that count 0 in ``gain_rho`` by the convention above
+  (JS-reduce §7.2 leaves the ratio undefined there), so that ``gain_rho / (1 -
+  single_value_share)`` is the mean gain over the records where it is defined. It depends on the
+  publication only, not on the beliefs: it is the same for every attacker that gives a posterior
+  for every published real record (as the lab's attackers do), and is still reported with each
+  attacker's keys, over the same records as its gains, so each ``gain_rho`` can be read next to it.
 
 Posteriors are matched to records by respondent id; records whose respondent the attacker gives
 no posterior for are left out (every value is NaN when none is left).
@@ -24,6 +31,8 @@ import numpy as np
 
 from ..data import Publication
 from ..plugin import AttackResult, Metric, MetricContext
+
+KEYS = ("gain_rho", "gain_g", "confidence", "single_value_share")
 
 
 def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray]:
@@ -54,10 +63,11 @@ def gains(p: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class BeliefMetrics(Metric):
-    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8) and confidence, per attacker.
+    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8), confidence and the a = 1 share, per attacker.
 
     Keys, for every attacker label ``L`` whose result has a posterior: ``L.gain_rho``,
-    ``L.gain_g``, ``L.confidence``.
+    ``L.gain_g``, ``L.confidence`` and ``L.single_value_share`` (the share of records with
+    ``a = 1``, which count 0 in ``gain_rho``; module docstring).
     """
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
@@ -67,10 +77,11 @@ class BeliefMetrics(Metric):
                 continue
             p, a = true_value_beliefs(ctx.publication, attack)
             if len(p) == 0:
-                out.update({f"{label}.gain_rho": np.nan, f"{label}.gain_g": np.nan, f"{label}.confidence": np.nan})
+                out.update({f"{label}.{key}": np.nan for key in KEYS})
                 continue
             rho, g = gains(p, a)
             out[f"{label}.gain_rho"] = float(rho.mean())
             out[f"{label}.gain_g"] = float(g.mean())
             out[f"{label}.confidence"] = float(p.mean())
+            out[f"{label}.single_value_share"] = float(np.mean(a >= 1.0))
         return out

@@ -1,29 +1,41 @@
 """Relative error of random COUNT queries answered from a publication.
 
-JS-reduce §7.5 ("count the number of individuals in the table whose QI-values belong to certain
-ranges", random queries of a given expected selectivity, median error reported) and
-(tau,m)-slicedBucket §6.2 eq. 8; the sensitive predicate follows Xiao & Tao's anatomy workload.
+Two query forms (parameter ``form``):
 
-Query construction (``selectivity`` = theta, d QIs): a query is
-``COUNT(*) WHERE A_1 in [a_1, b_1] AND ... AND A_d in [a_d, b_d] AND S = s``.
+* ``"qi"`` (default) — the papers' form: QI ranges only. JS-reduce §7.5 ("count the number of
+  individuals in the table whose QI-values belong to certain ranges", random queries of a given
+  expected selectivity, median error reported) and (tau,m)-slicedBucket §6.2 eq. 8,
+  ``select count(*) from R* where A_1 in D(A_1) AND ... AND A_q in D(A_q)`` with selectivity
+  ``theta = |T_Query| / |T|`` and ``QueryError = |Count(anonymized) - Count(original)| /
+  Count(original)``. A query is ``COUNT(*) WHERE A_1 in [a_1, b_1] AND ... AND A_d in [a_d, b_d]``.
+* ``"qi_sensitive"`` — Xiao & Tao's anatomy workload, which m-invariance's experiments use (see
+  specs/invariance.md, note 13): the same ranges ``AND S = s``.
 
-1. ``s`` is drawn with probability ``pi_s``, its frequency in the release;
-2. every QI range covers, in expectation, the fraction ``f = min(1, (theta / pi_s)^(1/d))`` of
-   the release's records along that QI: with ``u ~ U[0, 1 - f]``, ``[a_j, b_j]`` runs from the
-   empirical ``u``-quantile to the ``(u + f)``-quantile of column j, a repeated value at either
-   edge being kept with the probability of its share inside the window (a categorical QI uses its
-   leaf codes, whose order makes every taxonomy node a contiguous range).
+Query construction (``selectivity`` = theta, d QIs):
 
-If the QIs were independent of each other and of S, a query would select on average
-``pi_s f^d = theta`` of the records whenever ``pi_s >= theta`` (else ``pi_s``).
+1. ``qi_sensitive`` only: ``s`` is drawn with probability ``pi_s``, its frequency in the release;
+2. every QI range covers, in expectation, the fraction ``f`` of the release's records along that
+   QI — ``f = theta^(1/d)`` in the ``qi`` form, ``f = min(1, (theta / pi_s)^(1/d))`` in the
+   ``qi_sensitive`` form: with ``u ~ U[0, 1 - f]``, ``[a_j, b_j]`` runs from the empirical
+   ``u``-quantile to the ``(u + f)``-quantile of column j, a repeated value at either edge being
+   kept with the probability of its share inside the window (a categorical QI uses its leaf
+   codes, whose order makes every taxonomy node a contiguous range).
 
-The true answer counts the release's records. The estimate assumes records spread uniformly over
-their group's region: ``sum_groups (share of the group's region inside the query ranges) x count
-of s in the group`` (integral numeric domains count integers, other numeric domains measure
-length, categorical QIs count leaves of the value set); in a bucketized publication every exact
-QI point inside the ranges contributes its bucket's share ``count_bucket(s) / |bucket|``.
-Suppressed records are absent from the publication and thus from the estimate; counterfeits are
-in it. Error: ``|estimate - true| / max(true, 1)``.
+If the QIs were independent of each other (and of S), a query would select on average
+``f^d = theta`` of the records in the ``qi`` form, and ``pi_s f^d = theta`` in the
+``qi_sensitive`` form whenever ``pi_s >= theta`` (else ``pi_s``).
+
+The true answer (``Count(original)``) counts the release's records inside the ranges (and of
+value ``s``). The estimate (``Count(anonymized)``) assumes records spread uniformly over their
+group's region: ``sum_groups (share of the group's region inside the query ranges) x c_g``, with
+``c_g`` the group's size ``|Q|`` in the ``qi`` form and the count of ``s`` in the group in the
+``qi_sensitive`` form (integral numeric domains count integers, other numeric domains measure
+length, categorical QIs count leaves of the value set). In a bucketized publication the QI values
+are exact: every published QI point inside the ranges counts 1 in the ``qi`` form, and its
+bucket's share ``count_bucket(s) / |bucket|`` in the ``qi_sensitive`` form. Suppressed records
+are absent from the publication and thus from the estimate; counterfeits are in it (they are
+part of ``|Q|``). Error: ``|estimate - true| / max(true, 1)`` (eq. 8, with a true count of 0
+taken as 1 so the error stays finite).
 """
 
 from __future__ import annotations
@@ -37,28 +49,41 @@ from ..errors import require
 from ..plugin import Metric, MetricContext
 from ._regions import DENSE_BUDGET, integer_count, integral_columns, publication_regions
 
+FORMS = ("qi", "qi_sensitive")
+ANY_VALUE = -1  # CountQueries.sensitive: no condition on the sensitive attribute (the "qi" form)
+
 
 @dataclass
 class CountQueries:
-    """``COUNT(*) WHERE low[q, j] <= A_j <= high[q, j] for all j AND S = sensitive[q]``
-    (categorical columns: leaf-code ranges)."""
+    """``COUNT(*) WHERE low[q, j] <= A_j <= high[q, j] for all j [AND S = sensitive[q]]``
+    (categorical columns: leaf-code ranges); ``sensitive[q] = ANY_VALUE`` (-1) puts no condition
+    on S (the papers' ``qi`` form)."""
 
     low: np.ndarray  # float [Q, d]
     high: np.ndarray  # float [Q, d]
-    sensitive: np.ndarray  # int64 [Q]
+    sensitive: np.ndarray  # int64 [Q]; ANY_VALUE: QI ranges only
 
     def __len__(self) -> int:
         return len(self.sensitive)
 
 
-def random_queries(release: Release, count: int, selectivity: float, rng: np.random.Generator) -> CountQueries:
-    """``count`` random queries of expected selectivity about ``selectivity`` (module docstring)."""
+def random_queries(
+    release: Release, count: int, selectivity: float, rng: np.random.Generator, form: str = "qi"
+) -> CountQueries:
+    """``count`` random queries of expected selectivity about ``selectivity`` in the given
+    ``form`` (``"qi"``: QI ranges only; ``"qi_sensitive"``: and ``S = s``; module docstring)."""
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     n, d = release.qi.shape
     if n == 0:
         return CountQueries(np.zeros((0, d)), np.zeros((0, d)), np.zeros(0, np.int64))
-    pi = release.sensitive_distribution()
-    s = rng.choice(len(pi), size=count, p=pi)
-    f = np.minimum(1.0, (selectivity / pi[s]) ** (1.0 / max(d, 1)))
+    if form == "qi":
+        s = np.full(count, ANY_VALUE, dtype=np.int64)
+        f = np.full(count, float(selectivity) ** (1.0 / max(d, 1)))
+    else:
+        pi = release.sensitive_distribution()
+        s = rng.choice(len(pi), size=count, p=pi)
+        f = np.minimum(1.0, (selectivity / pi[s]) ** (1.0 / max(d, 1)))
     low = np.empty((count, d))
     high = np.empty((count, d))
     for j in range(d):
@@ -98,22 +123,38 @@ def query_answers(queries: CountQueries, release: Release, publication: Publicat
     """``(true answers, estimates)`` of every query, float ``[Q]`` each.
 
     Queries are taken one sensitive value at a time, so each is compared only with the records
-    of its value (true answers) and with the groups (buckets' points) holding that value."""
+    of its value (true answers) and with the groups (buckets' points) holding that value; queries
+    without a sensitive condition (``ANY_VALUE``) with every record, every group (weighted by its
+    size ``|Q|``) or every published point (weight 1)."""
     true = np.zeros(len(queries))
     est = np.zeros(len(queries))
     if len(queries) == 0:
         return true, est
+    values = np.unique(queries.sensitive)
+    m = publication.schema.sensitive.size
+    if values[0] < ANY_VALUE or values[-1] >= m:
+        raise ValueError(f"query sensitive values must be in [{ANY_VALUE}, {m - 1}], got {values[0]}..{values[-1]}")
     gcounts = publication.group_counts().astype(float)
+    gsizes = publication.group_sizes().astype(float)
     bucketized = publication.bucketized
     if bucketized:
-        sizes = np.maximum(publication.group_sizes(), 1)
+        sizes = np.maximum(gsizes, 1.0)
         point_share = gcounts[publication.group] / sizes[publication.group][:, None]  # [p, m]
     else:
         regions = publication_regions(publication)
         integral = integral_columns(release)
-    for value in np.unique(queries.sensitive):
+    for value in values:
         sel = np.flatnonzero(queries.sensitive == value)
         low, high = queries.low[sel], queries.high[sel]
+        if value == ANY_VALUE:
+            true[sel] = _weighted_inside(low, high, release.qi, None)
+            if bucketized:
+                # exact points: each one inside the ranges is one published tuple
+                est[sel] = _weighted_inside(low, high, publication.qi, None)
+            else:
+                groups = np.flatnonzero(gsizes > 0)
+                est[sel] = _spread_inside(low, high, regions, groups, gsizes[groups], publication.schema, integral)
+            continue
         true[sel] = _weighted_inside(low, high, release.qi[release.sensitive == value], None)
         if bucketized:
             # exact points: each one inside the ranges counts its bucket's share of the value
@@ -187,6 +228,13 @@ class QueryErrorParams:
     selectivity: float = field(
         default=0.1, metadata={"help": "expected fraction of the release's records a query selects, in (0, 1]"}
     )
+    form: str = field(
+        default="qi",
+        metadata={
+            "help": "'qi': ranges over the QIs only (JS-reduce §7.5, slicedBucket eq. 8); "
+            "'qi_sensitive': the ranges AND S = s (Xiao & Tao's anatomy workload)"
+        },
+    )
 
     def __post_init__(self) -> None:
         require(
@@ -202,19 +250,22 @@ class QueryErrorParams:
             "a number in (0, 1]",
             self.selectivity,
         )
+        require(self.form in FORMS, "form", "one of 'qi', 'qi_sensitive'", self.form)
 
 
 class QueryError(Metric):
-    """Relative error of random COUNT queries over QI ranges and a sensitive value (JS-reduce §7.5).
+    """Relative error of random COUNT queries over QI ranges (JS-reduce §7.5, slicedBucket eq. 8).
 
     Keys: ``query_error_mean``, ``query_error_median`` (0 for an empty release). Queries are drawn
-    from ``ctx.rng``; see the module docstring for their construction and the estimate.
+    from ``ctx.rng`` in the form ``params.form`` (``"qi_sensitive"`` adds ``AND S = s``); see the module docstring for both forms, their
+    construction and the estimate.
     """
 
     Params = QueryErrorParams
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
-        queries = random_queries(ctx.release, self.params.queries, float(self.params.selectivity), ctx.rng)
+        p = self.params
+        queries = random_queries(ctx.release, p.queries, float(p.selectivity), ctx.rng, p.form)
         if len(queries) == 0:
             return {"query_error_mean": 0.0, "query_error_median": 0.0}
         err = relative_errors(*query_answers(queries, ctx.release, ctx.publication))
