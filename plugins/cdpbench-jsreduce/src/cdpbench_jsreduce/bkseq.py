@@ -269,7 +269,8 @@ def transition_tensor(disease: np.ndarray, momentum: float, discharge: float) ->
     """``[19, 19, 19, 19]``: P(next value | window x, y, z), the generator's exact transition.
 
     ``disease`` is :func:`weekly_disease_matrix`; the momentum rule and the discharge are those of
-    the module docstring. Histories the generator cannot produce get uniform rows."""
+    the module docstring. Histories the generator cannot produce get uniform rows here, so that
+    sampling never meets an empty row; :meth:`BKseqModel.bk_seq` exposes them as zero rows."""
     m, L = N_VALUES, LIVING
     x, y, z = np.meshgrid(np.arange(L), np.arange(L), np.arange(L), indexing="ij")
     track = TRACK_OF

@@ -14,7 +14,8 @@ background knowledge BK_seq comes from (§5.1):
   seen so far. :meth:`prior` receives the raw release, so the counts are updated with the current
   release before its priors are computed ("at each time τ_i, IE-BK_seq is calculated based on
   H_i"). Only a defender may use it: it reads ``release.sensitive``; "the adversary cannot observe
-  original views" (§5.1) — the ``sequential`` attacker refuses it.
+  original views" (§5.1) — the ``sequential`` attacker accepts it only as the reference adversary
+  of Fig. 5a (an oracle, documented there).
 
 Beliefs (§4.4, Fig. 1/2). For each respondent the knowledge keeps PK^sv, the posterior vectors of
 its last ``steps`` appearances (appearances, not views: a respondent absent from a release or
