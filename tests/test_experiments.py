@@ -48,3 +48,40 @@ def test_preset_sweeps_its_grid_and_one_job_runs(name):
     cfg = compose_preset(name, *job, *small)
     table = runner.run_releases(cfg, runner.build(cfg), progress=False)
     assert len(table) == 2 and (table["violations"] == 0).all()
+
+
+# JS-reduce Table 5 ("Values of privacy parameters used in the experiments"): the range each
+# method was tried over, and in bold the value used in Figs. 3-8. k = 3 is not in Table 5:
+# BayFrame (TDP 2019) §6.3.1 reports "t=0.5, k=3 and J=0.6" as JS-reduce's best setting on Bkseq.
+TABLE_5 = {
+    "l_diversity": {"privacy_model.l": 2},
+    "t_closeness": {"privacy_model.t": 0.8},
+    "bt_privacy": {"privacy_model.t": 0.8, "privacy_model.B": 0.5},
+    "js_reduce": {"privacy_model.t": 0.5, "privacy_model.j": 0.6, "privacy_model.k": 3},
+}
+
+
+@pytest.mark.parametrize("method", sorted(TABLE_5))
+def test_method_presets_use_table_5s_bold_values(method):
+    cfg = compose_preset("js_reduce/fig4", f"+experiment/js_reduce/method={method}")
+    for key, value in TABLE_5[method].items():
+        node, name = key.split(".")
+        assert cfg[node][name] == value, (method, key)
+    if method == "l_diversity":
+        assert cfg.privacy_model.variant == "distinct"  # the text introducing Table 5: "1) distinct l-diversity"
+
+
+def test_figure_presets_match_the_papers_setup():
+    # §7.1: 24 views of 5,000 tuples; Fig. 7 sweeps j over Table 5's range [0.2, 0.8] at t = 0.5;
+    # §7.5: 10,000 random queries per expected selectivity, median error reported (Fig. 8b)
+    fig4 = compose_preset("js_reduce/fig4")
+    assert (fig4.dataset.name, fig4.dataset.releases, fig4.dataset.tuples) == ("bkseq", 24, 5000)
+    fig7 = compose_preset("js_reduce/fig7")
+    js = [float(v) for v in str(fig7.hydra.sweeper.params["privacy_model.j"]).split(",")]
+    assert min(js) == 0.2 and max(js) == 0.8 and 0.6 in js and fig7.privacy_model.t == 0.5
+    fig8 = compose_preset("js_reduce/fig8")
+    assert fig8.metrics.query_error.queries == 10000 and fig8.metrics.query_error.form == "qi"
+    # DK 1-, 2- and 3-step attackers (§7.3) and the snapshot one in the same Fig. 4 run
+    attackers = {fig4.attacker.label: fig4.attacker, **fig4.extra_attackers}
+    steps = sorted(a.get("steps", 3) for a in attackers.values() if a.knowledge == "dk")
+    assert steps == [1, 2, 3] and any(a.knowledge == "bksv" for a in attackers.values())

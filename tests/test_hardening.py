@@ -245,6 +245,8 @@ def test_no_preset_can_run_code(own_conf, cli, args, message):
         (["hydra/launcher=slurm"], "error: hydra/launcher=slurm: unknown option 'slurm'; hydra/launcher has: basic, "
          "joblib"),
         (["seed=[1"], "error: seed=[1: cannot parse this override: no viable alternative at input '[1'"),
+        (["privacy_model.k=2,5"], "error: privacy_model.k=2,5: several values make a sweep; run it with -m (a list "
+         "value is written key='[a,b]')"),
     ],
 )
 def test_bad_configs_are_refused_before_anything_is_created(cli, args, message):

@@ -212,6 +212,9 @@ def _composition_message(hydra, msg: str, overrides: list[str], master, multirun
         except CdpbenchError as e:
             return str(e)
         return f"{text}: {key} is not in the config; to add it write +{text}"
+    m = re.search(r"Ambiguous value for argument '([^']+)'", msg)
+    if m:
+        return f"{m.group(1)}: several values make a sweep; run it with -m (a list value is written key='[a,b]')"
     m = re.search(r"An item is already at '([^']+)'", msg)
     if m:
         key = m.group(1)
