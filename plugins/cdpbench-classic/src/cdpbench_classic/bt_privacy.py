@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import rel_entr
 
 from cdpbench.data import GroupBatch, Publication, Release
 from cdpbench.errors import ConfigError, require
@@ -41,6 +40,8 @@ _TOLERANCE = 1e-12
 
 def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Row-wise Jensen–Shannon divergence (base 2, in [0, 1]) of two ``[n, m]`` distributions."""
+    from scipy.special import rel_entr  # here, not at import: registering plugins must stay fast
+
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
     mid = 0.5 * (p + q)

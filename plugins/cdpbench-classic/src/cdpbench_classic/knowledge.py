@@ -33,8 +33,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
-from scipy.spatial import cKDTree
 
 from cdpbench.data import Release
 from cdpbench.errors import require
@@ -91,6 +89,9 @@ def kernel_prior(release: Release, bandwidth: float) -> np.ndarray:
     that different ancestors are out of reach), in blocks of query points, and the kernel-weighted
     sensitive counts are summed with a sparse product. No ``n x n`` matrix is ever formed.
     """
+    from scipy import sparse  # here, not at import: registering plugins must stay fast
+    from scipy.spatial import cKDTree
+
     _check_bandwidth(bandwidth, "bandwidth")
     b = float(bandwidth)
     schema = release.schema

@@ -131,7 +131,6 @@ from typing import ClassVar, Iterator
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import brentq
 
 from cdpbench.data import Release
 from cdpbench.errors import DataError, require
@@ -430,6 +429,8 @@ def calibrate_discharge(disease: np.ndarray, momentum: float, entry: np.ndarray,
     def expected(discharge: float) -> float:
         T = transition_tensor(disease, momentum, discharge)
         return expected_history_counts(T, entry, views).individuals
+
+    from scipy.optimize import brentq  # here, not at import: registering plugins must stay fast
 
     almost_one = 1.0 - 1e-9
     low, high = expected(0.0), expected(almost_one)
