@@ -237,7 +237,7 @@ def test_no_preset_can_run_code(own_conf, cli, args, message):
         (["+privacy_model.foo=1"], "error: privacy_model.foo is not a parameter of privacy_model 'k_anonymity'; "
          "allowed: ['k']"),
         (["metrics.query_error.querys=5"], "error: metrics.query_error.querys is not a parameter of metric "
-         "'query_error'; allowed: ['queries', 'selectivity', 'form']"),
+         "'query_error'; allowed: ['queries', 'selectivity', 'form', 'ranges']"),
         (["tracking.experimnt=x"], "error: tracking.experimnt: unknown key; allowed: uri, experiment, run_name"),
         (["+seed=3"], "error: +seed=3: seed is already in the config; write it without '+' (seed=3)"),
         (["~seed"], "error: seed is missing from the config"),

@@ -452,9 +452,51 @@ def test_query_ranges_are_unbiased_on_repeated_values(theta):
     codes = rng.choice(8, n, p=[0.3, 0.05, 0.2, 0.1, 0.05, 0.15, 0.1, 0.05])
     rel = schema.encode(pd.DataFrame({"id": np.arange(n), "job": codes.astype(str), "s": "x"}), t=1)
     for form in ("qi", "qi_sensitive"):  # one sensitive value: both forms use f = theta
-        queries = random_queries(rel, 40000, theta, np.random.default_rng(2), form)
+        queries = random_queries(rel, 40000, theta, np.random.default_rng(2), form, ranges="exact")
         true, _ = query_answers(queries, rel, Publication.from_partition(rel, np.zeros(n, dtype=np.int64)))
         assert np.mean(true) / n == pytest.approx(theta, abs=0.004)
+    # non-empty ranges cannot go below one value: every query selects exactly one code at theta =
+    # 0.05 (no code is rarer than 5 %), so the mean selectivity is the mean share of the code under
+    # a window's middle, far above theta — the price of never asking for nothing
+    queries = random_queries(rel, 4000, 0.05, np.random.default_rng(2))
+    assert (queries.low == queries.high).all()
+
+
+def _coarse_and_fine(n: int, seed: int):
+    """Independent QIs: a two-valued one (like bkseq's gender) and two of 30 integer values."""
+    rng = np.random.default_rng(seed)
+    schema = Schema(
+        (NumericQI("age", 45, 74), CategoricalQI("sex", Taxonomy.flat(["1", "2"])), NumericQI("weight", 60, 89)),
+        Sensitive("s", ("a", "b")),
+    )
+    frame = pd.DataFrame({"id": np.arange(n), "age": rng.integers(45, 75, n), "sex": rng.choice(["1", "2"], n),
+                          "weight": rng.integers(60, 90, n), "s": rng.choice(["a", "b"], n)})
+    return schema.encode(frame, t=1)
+
+
+@pytest.mark.parametrize("theta", [0.001, 0.01, 0.1])
+def test_nonempty_ranges_never_ask_for_nothing_and_keep_the_selectivity(theta):
+    rel = _coarse_and_fine(5000, 3)
+    n = len(rel)
+    exact = random_queries(rel, 4000, theta, np.random.default_rng(4), ranges="exact")
+    nonempty = random_queries(rel, 4000, theta, np.random.default_rng(4))
+    one_group = Publication.from_partition(rel, np.zeros(n, dtype=np.int64))
+    # randomized rounding empties the two-valued QI's range (two halves A | B of the sorted column,
+    # window [u, u + f), u ~ U[0, 1 - f], f = theta^(1/3)): inside one half it keeps that value with
+    # probability f / 0.5; across the middle it keeps A with (0.5 - u) / 0.5 and B with
+    # (u + f - 0.5) / 0.5, independently, and is empty when it keeps neither
+    f = theta ** (1 / 3)
+    u = np.linspace(0, 1 - f, 200001)
+    across = (u < 0.5) & (u + f > 0.5)
+    empty = np.where(across, (1 - (0.5 - u) / 0.5) * (1 - (u + f - 0.5) / 0.5), 1 - f / 0.5)
+    assert (exact.low > exact.high).any(axis=1).mean() == pytest.approx(empty.mean(), abs=0.03)
+    assert not (nonempty.low > nonempty.high).any()
+    for j in range(3):  # every range holds at least one value of the release
+        col = rel.qi[:, j]
+        inside = (col[None, :] >= nonempty.low[:, j, None]) & (col[None, :] <= nonempty.high[:, j, None])
+        assert inside.any(axis=1).all()
+    true, _ = query_answers(nonempty, rel, one_group)
+    assert true.mean() / n == pytest.approx(theta, rel=0.25)  # the finer QIs make up for the coarse one
 
 
 def test_query_error_params_are_validated():
