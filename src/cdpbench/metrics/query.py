@@ -120,25 +120,56 @@ def random_queries(
     return CountQueries(low, high, s.astype(np.int64))
 
 
+@dataclass
+class _Windows:
+    """Random windows ``[start, end)`` of ``f n`` positions over a sorted column, with the
+    repeated values ``va``/``vb`` their edges cut (copies at ``[la, ra)`` / ``[lb, rb)``) and the
+    values just outside them (``after_a``, ``before_b``; +-inf past the column's ends)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    va: np.ndarray
+    vb: np.ndarray
+    la: np.ndarray
+    ra: np.ndarray
+    lb: np.ndarray
+    rb: np.ndarray
+    after_a: np.ndarray
+    before_b: np.ndarray
+
+    @classmethod
+    def draw(cls, col: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> "_Windows":
+        n = len(col)
+        start = rng.random(len(f)) * (1.0 - f) * n
+        end = start + f * n
+        va = col[np.minimum(np.floor(start).astype(np.int64), n - 1)]
+        vb = col[np.clip(np.ceil(end).astype(np.int64) - 1, 0, n - 1)]
+        la, ra = np.searchsorted(col, va, "left"), np.searchsorted(col, va, "right")
+        lb, rb = np.searchsorted(col, vb, "left"), np.searchsorted(col, vb, "right")
+        after_a = np.where(ra < n, col[np.minimum(ra, n - 1)], np.inf)
+        before_b = np.where(lb > 0, col[np.maximum(lb - 1, 0)], -np.inf)
+        return cls(start, end, va, vb, la, ra, lb, rb, after_a, before_b)
+
+    def inside_a(self) -> np.ndarray:
+        """Copies of ``va`` inside the window."""
+        return np.minimum(self.ra, self.end) - self.start
+
+    def inside_b(self) -> np.ndarray:
+        """Copies of ``vb`` inside the window."""
+        return self.end - np.maximum(self.lb, self.start)
+
+
 def _nonempty_ranges(col: np.ndarray, f: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Value ranges over the sorted column ``col`` from windows covering the fraction ``f``, each
     edge rounded to the nearer boundary of the repeated value it cuts, at least one value kept
     (the one under the window's middle); returns ``(low, high, covered share of the records)``."""
     n = len(col)
-    start = rng.random(len(f)) * (1.0 - f) * n
-    end = start + f * n
-    ia = np.minimum(np.floor(start).astype(np.int64), n - 1)
-    ib = np.clip(np.ceil(end).astype(np.int64) - 1, 0, n - 1)
-    va, vb = col[ia], col[ib]
-    la, ra = np.searchsorted(col, va, "left"), np.searchsorted(col, va, "right")
-    lb, rb = np.searchsorted(col, vb, "left"), np.searchsorted(col, vb, "right")
-    keep_a = (np.minimum(ra, end) - start) * 2 >= ra - la  # the window holds at least half of va's copies
-    keep_b = (end - np.maximum(lb, start)) * 2 >= rb - lb
-    after_a = np.where(ra < n, col[np.minimum(ra, n - 1)], np.inf)
-    before_b = np.where(lb > 0, col[np.maximum(lb - 1, 0)], -np.inf)
-    low = np.where(keep_a, va, after_a)
-    high = np.where(keep_b, vb, before_b)
-    middle = col[np.minimum(np.floor((start + end) / 2).astype(np.int64), n - 1)]
+    w = _Windows.draw(col, f, rng)
+    keep_a = w.inside_a() * 2 >= w.ra - w.la  # the window holds at least half of va's copies
+    keep_b = w.inside_b() * 2 >= w.rb - w.lb
+    low = np.where(keep_a, w.va, w.after_a)
+    high = np.where(keep_b, w.vb, w.before_b)
+    middle = col[np.minimum(np.floor((w.start + w.end) / 2).astype(np.int64), n - 1)]
     empty = low > high
     low = np.where(empty, middle, low)
     high = np.where(empty, middle, high)
@@ -154,23 +185,14 @@ def _quantile_ranges(col: np.ndarray, f: np.ndarray, rng: np.random.Generator) -
     of its copies inside the window (randomized rounding), so repeated values (categorical codes,
     integer ages) do not inflate the selectivity. An empty range is ``(+inf, -inf)``.
     """
-    n = len(col)
-    start = rng.random(len(f)) * (1.0 - f) * n
-    end = start + f * n
-    ia = np.minimum(np.floor(start).astype(np.int64), n - 1)
-    ib = np.clip(np.ceil(end).astype(np.int64) - 1, 0, n - 1)
-    va, vb = col[ia], col[ib]
-    la, ra = np.searchsorted(col, va, "left"), np.searchsorted(col, va, "right")
-    lb, rb = np.searchsorted(col, vb, "left"), np.searchsorted(col, vb, "right")
-    keep_a = rng.random(len(f)) * (ra - la) < np.minimum(ra, end) - start
-    keep_b = rng.random(len(f)) * (rb - lb) < end - np.maximum(lb, start)
-    after_a = np.where(ra < n, col[np.minimum(ra, n - 1)], np.inf)
-    before_b = np.where(lb > 0, col[np.maximum(lb - 1, 0)], -np.inf)
-    low = np.where(keep_a, va, after_a)
-    high = np.where(keep_b, vb, before_b)
-    same = va == vb  # the whole window inside one repeated value: keep it with probability f n / copies
-    low = np.where(same, np.where(keep_a, va, np.inf), low)
-    high = np.where(same, np.where(keep_a, va, -np.inf), high)
+    w = _Windows.draw(col, f, rng)
+    keep_a = rng.random(len(f)) * (w.ra - w.la) < w.inside_a()
+    keep_b = rng.random(len(f)) * (w.rb - w.lb) < w.inside_b()
+    low = np.where(keep_a, w.va, w.after_a)
+    high = np.where(keep_b, w.vb, w.before_b)
+    same = w.va == w.vb  # the whole window inside one repeated value: keep it with probability f n / copies
+    low = np.where(same, np.where(keep_a, w.va, np.inf), low)
+    high = np.where(same, np.where(keep_a, w.va, -np.inf), high)
     return low, high
 
 
