@@ -287,9 +287,12 @@ def prepare(hydra, overrides: list[str], multirun: bool) -> Plan:
         job_overrides = [list(overrides)]
     jobs = []
     for ov in job_overrides:
-        for o in parse_overrides(hydra, ov):
-            check_override(o, "a preset's sweep" if multirun else "the command line")
-        jobs.append(Job(list(ov), master if not multirun else compose(hydra, ov, master=master)))
+        if not multirun:  # the command line, checked above
+            jobs.append(Job(list(ov), master))
+            continue
+        for o in parse_overrides(hydra, ov):  # the sweep may add overrides from a preset
+            check_override(o, "a preset's sweep")
+        jobs.append(Job(list(ov), compose(hydra, ov, master=master)))
     checked: dict = {}
     total = len(jobs)
     for i, job in enumerate(jobs):

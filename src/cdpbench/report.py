@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import plots, tracking
-from .launch import short_override
 from .errors import CdpbenchError
+from .launch import short_override
 
 IGNORED_PARAMS = ("tracking.", "progress", "hydra")
 
