@@ -62,6 +62,24 @@ def knowledge(name: str, **kw):
     return default_registry().create("knowledge", name, kw)
 
 
+def brute_force_over_weeks(table: np.ndarray, weeks: int) -> np.ndarray:
+    """Def. 2 across ``weeks`` weeks, enumerated: every sequence of hidden values u_1..u_{g-1},
+    each drawn from the table's row of the window before it; rows renormalized for g > 1."""
+    m, n = table.shape[-1], table.ndim - 1
+    if weeks == 1:
+        return table
+    out = np.zeros_like(table)
+    for lam in itertools.product(range(m), repeat=n):
+        for hidden in itertools.product(range(m), repeat=weeks - 1):
+            path = list(lam) + list(hidden)
+            p = 1.0
+            for i in range(weeks - 1):
+                p *= table[tuple(path[i : i + n]) + (path[i + n],)]
+            out[lam] += p * table[tuple(path[-n:])]
+    total = out.sum(axis=-1, keepdims=True)
+    return out / np.where(total > 0, total, 1.0)
+
+
 def brute_force_rbk(history: list[np.ndarray], table: np.ndarray, m: int) -> np.ndarray:
     """Algorithm 3 literally: every sequence λ of the last n values, P(λ) = Π PK_j(s_j)."""
     n = len(history)
@@ -86,12 +104,15 @@ def brute_force_rbk(history: list[np.ndarray], table: np.ndarray, m: int) -> np.
 )
 def test_revision_equals_algorithm_3_enumerated(seed, m, steps, normalized, partial):
     """Random histories (respondents come and go, some publications suppress them) through the
-    plugin; every prior equals BK_sv (never revised) or the literal sum over all m^n sequences."""
+    plugin; every prior equals BK_sv (never revised) or the literal sum over all m^n sequences of
+    the last n posteriors taken in consecutive weeks, with the n-step table enumerated across the
+    weeks since the last one (Def. 2)."""
     rng = np.random.default_rng(seed)
     model = RandomModel(m, seed, partial=partial)
     k = knowledge("dk", steps=steps, normalized=normalized)
-    stored: dict[int, list[np.ndarray]] = {}
+    stored: dict[int, list[tuple[int, np.ndarray]]] = {}
     population = np.arange(8)
+    composed: dict[tuple[int, int], np.ndarray] = {}
     for t in range(1, 7):
         ids = rng.choice(population, size=int(rng.integers(1, 9)), replace=False)
         rel = make_release(ids, rng.integers(0, m, len(ids)), t, m, model)
@@ -101,8 +122,13 @@ def test_revision_equals_algorithm_3_enumerated(seed, m, steps, normalized, part
             if not past:
                 expected = model.sv[r % 5]
             else:
-                n = min(len(past), steps)
-                expected = brute_force_rbk(past[-n:], model.tables[n], m)
+                run = 1
+                while run < len(past) and past[-run - 1][0] == past[-1][0] - run:
+                    run += 1
+                n, gap = min(run, steps), t - past[-1][0]
+                if (n, gap) not in composed:
+                    composed[n, gap] = brute_force_over_weeks(model.tables[n], gap)
+                expected = brute_force_rbk([row for _, row in past[-n:]], composed[n, gap], m)
                 if normalized:
                     expected = expected / expected.sum()
             assert np.allclose(prior[i], expected, rtol=1e-10, atol=1e-12)
@@ -114,7 +140,7 @@ def test_revision_equals_algorithm_3_enumerated(seed, m, steps, normalized, part
         post = rng.dirichlet(np.ones(m), size=len(pub))
         k.revise(pub.public(), post, pub.respondent)
         for r, row in zip(pub.respondent.tolist(), post):
-            stored.setdefault(r, []).append(row)
+            stored.setdefault(r, []).append((t, row))
 
 
 def test_raw_and_normalized_beliefs_with_a_partial_table():
@@ -219,13 +245,18 @@ def test_revise_skips_counterfeits_and_rejects_bad_shapes():
 
 # ---------------------------------------------------------------------------- Algorithm 5
 def naive_counts(corpus: np.ndarray, steps: int, m: int) -> list[np.ndarray]:
+    """Every value counted once; a j-step window only when its j + 1 values are in consecutive
+    views (weekly transitions, gaps not bridged)."""
     counts = [np.zeros((m,) * (j + 1), dtype=np.int64) for j in range(steps + 1)]
     for row in corpus:
-        seq = [int(v) for v in row if v >= 0]
-        for i, s in enumerate(seq):
+        for i, s in enumerate(row):
+            if s < 0:
+                continue
             counts[0][s] += 1
             for j in range(1, min(i, steps) + 1):
-                counts[j][tuple(seq[i - j : i]) + (s,)] += 1
+                window = row[i - j : i]
+                if (window >= 0).all():
+                    counts[j][tuple(int(v) for v in window) + (int(s),)] += 1
     return counts
 
 
@@ -252,16 +283,17 @@ def test_tables_by_hand_zero_rows_and_back_off():
     counter.add_corpus(corpus)
     assert counter.counts[0].tolist() == [3, 3, 0]
     T1, T2 = counter.tables()
-    # 1-step: 0->1 (A); 1->0 (A), 1->1 (B), 1->0 (B); value 2 never seen: a zero row (line 10)
-    assert np.allclose(T1, [[0, 1, 0], [2 / 3, 1 / 3, 0], [0, 0, 0]])
-    # 2-step: (0,1)->0 (A), (1,1)->0 (B); every other history unseen: zero rows
-    assert np.allclose(T2[0, 1], [1, 0, 0]) and np.allclose(T2[1, 1], [1, 0, 0])
-    assert np.count_nonzero(T2.sum(axis=-1)) == 2
+    # 1-step, weekly: 0->1 (A), 1->1 (B), 1->0 (B); A's 1 -> 0 spans an absent week: not a weekly
+    # transition, not counted; value 2 never seen: a zero row (line 10)
+    assert np.allclose(T1, [[0, 1, 0], [1 / 2, 1 / 2, 0], [0, 0, 0]])
+    # 2-step: (1,1)->0 (B) only (A's (0,1)->0 spans the gap); every other history unseen: zero rows
+    assert np.allclose(T2[1, 1], [1, 0, 0]) and np.allclose(T2[0, 1], 0.0)
+    assert np.count_nonzero(T2.sum(axis=-1)) == 1
     # back-off: unseen 1-step rows take the frequencies (3/6, 3/6, 0), unseen 2-step rows the
     # 1-step row of their last value
     B1, B2 = counter.knowledge_tables("backoff")
-    assert np.allclose(B1, [[0, 1, 0], [2 / 3, 1 / 3, 0], [0.5, 0.5, 0]])
-    assert np.allclose(B2[0, 1], [1, 0, 0]) and np.allclose(B2[1, 1], [1, 0, 0])
+    assert np.allclose(B1, [[0, 1, 0], [1 / 2, 1 / 2, 0], [0.5, 0.5, 0]])
+    assert np.allclose(B2[0, 1], B1[1]) and np.allclose(B2[1, 1], [1, 0, 0])
     assert np.allclose(B2[1, 0], B1[0]) and np.allclose(B2[2, 2], B1[2]) and np.allclose(B2[0, 2], B1[2])
     assert np.allclose(SequenceCounts(1, 4).tables()[0], 0.0)
     assert np.allclose(SequenceCounts(1, 4).knowledge_tables("backoff")[0], 0.25)

@@ -18,8 +18,8 @@ background knowledge BK_seq comes from (§5.1):
   of Fig. 5a (an oracle, documented there).
 
 Beliefs (§4.4, Fig. 1/2). For each respondent the knowledge keeps PK^sv, the posterior vectors of
-its last ``steps`` appearances (appearances, not views: a respondent absent from a release or
-suppressed from a publication simply has no new entry). :meth:`revise` appends the posterior
+its last ``steps`` appearances with their release times (a respondent absent from a release or
+suppressed from a publication simply has no new entry; the gap is accounted for, below). :meth:`revise` appends the posterior
 computed on a publication (an estimator's output; with ``posterior=None`` the frequency beliefs
 ``m(s)/|Q|`` of the respondent's group in the view are stored — the posterior of an adversary
 without any knowledge). :meth:`prior` returns, for every record of a release:
@@ -27,8 +27,8 @@ without any knowledge). :meth:`prior` returns, for every record of a release:
 * BK_sv when its respondent has no stored posterior (first appearance, Algorithm 1 line 4 and
   §4.5): ``model.bk_sv(qi)`` (``bk_sv="model"``) or the uniform distribution (``"uniform"``, for
   data sets without a model; only ``ie`` can run on those);
-* otherwise RBK^sv, §5.3 / Algorithm 3, over the last ``n = min(h, steps)`` of its ``h`` stored
-  posteriors PK_1..PK_n (oldest first):
+* otherwise RBK^sv, §5.3 / Algorithm 3, over its last ``n`` stored posteriors PK_1..PK_n (oldest
+  first; ``n`` as under *Gaps* below):
 
       RBK(r, s) = Σ_{λ = (s_1..s_n)} p̃(s | λ) Π_j PK_j(r, s_j),
 
@@ -37,15 +37,24 @@ without any knowledge). :meth:`prior` returns, for every record of a release:
   (one matrix product), then a batched product with PK_2, and so on — never ``[r, m^(n+1)]``
   beyond a bounded chunk of rows (:func:`revised_prior`).
 
-  A respondent seen fewer than ``steps`` times uses the shorter table (its 1- or 2-step
-  knowledge). With DK, ``n`` is also capped at the model's ``max_order``: for a chain of order
-  ``o`` the value only depends on the last ``o`` values, so the ``o``-step table gives exactly the
-  same RBK with fewer sums. (Short histories under DK: ``bkseq``'s generator treats an individual
-  with fewer than 3 past values as if it had been stable in its entry stage, so its exact
-  transition after one value ``a`` is ``bk_seq(3)[a, a, a]``, where DK uses the population
-  marginal ``bk_seq(1)[a]``, as the paper's n-step DK and the SequenceModel protocol define it.
-  Measured on bkseq — Mondrian + distinct 2-diversity, DK 3-step attacker, 24 releases, with the
-  configuration and the Ω estimators — the two choices change the average gain by at most 0.001.)
+Gaps (Def. 2 conditions on "the sequences of time instants at which the observations were
+taken"). BK_seq tables are weekly (one release apart). A respondent is not in every release (an
+exam schedule, a suppressed tuple), so its stored posteriors carry their release times: ``n`` is
+the number of its last posteriors taken in consecutive releases (at most ``steps``; older values
+across a gap are not used — the n-step law applies to consecutive weeks, and bridging an inner gap
+would need the hidden weeks' joint distribution), and the table is composed over the ``g``
+releases since the last one (:func:`over_weeks`: the hidden weeks follow the same n-step law; a
+path through a value with a zero row ends; rows renormalized). A model may say how likely a
+week's value is to be observed (``observed``; bkseq: ``presence`` for a stage, 1 for deaths and
+discharges): the respondent is known to be in the release, so the last week is weighted by it.
+For ``g = 1`` and no weights the table is used as it is (raw values, Table 4b). Mined tables
+(SPM, IE) count consecutive weeks only (below), so they too are weekly.
+
+A model whose transitions depend on the QI (``n_seq_classes``, ``seq_class(qi)``; bkseq: four age
+groups) gives DK the tables of each respondent's class; the attacker knows the QI.
+(``max_order``: DK uses at most the model's ``max_order`` steps. Note that with zero rows for
+impossible histories, a longer table is not redundant even for a first-order chain: it removes the
+weight of impossible sequences.)
 
 Raw or normalized (``normalized``). With full tables and posteriors whose rows sum to 1, RBK rows
 sum to 1 already. The paper's Table 4b lists raw values (0.31 / 0.05 over the two values it
@@ -65,12 +74,12 @@ posteriors allow is unseen) gets the uniform distribution when ``normalized`` an
 when raw.
 
 Algorithm 5 as implemented (SPM and IE, :class:`SequenceCounts`). Every individual's tuples are
-taken in time order (its consecutive appearances, absent views skipped). At each appearance with
-value ``s`` preceded by ``h`` appearances, for every ``j = 1..min(h, steps)`` the pair (its last
-``j`` values, ``s``) is counted in the ``j``-step table, and ``s`` itself in the value frequencies
-(the 0-step table). So an individual's second and third appearances feed the 1- and 2-step
-tables, and every window of the sequence feeds the table of its length (Algorithm 5 lines 4–7
-count every suffix). The conditional probability is ``count(⟨λ, s⟩) / Σ_s' count(⟨λ, s'⟩)``.
+taken in time order. At each appearance with value ``s`` whose previous ``h`` appearances were in
+the ``h`` weeks just before (consecutive, no gap), for every ``j = 1..min(h, steps)`` the pair (its
+last ``j`` values, ``s``) is counted in the ``j``-step table, and ``s`` itself in the value
+frequencies (the 0-step table). So every window of consecutive weeks feeds the table of its
+length (Algorithm 5 lines 4–7 count every suffix), and a value after a gap starts a new window:
+the tables are weekly transitions, composed over gaps like DK's. The conditional probability is ``count(⟨λ, s⟩) / Σ_s' count(⟨λ, s'⟩)``.
 Deviation from the pseudocode, a documented choice: Algorithm 5 divides by the number of
 occurrences of λ including those with no successor yet (an individual's last appearance), which
 makes rows sum to less than 1; here the denominator counts the occurrences followed by a value,
@@ -192,6 +201,40 @@ def backed_off(tables: list[np.ndarray], base: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+def over_weeks(table: np.ndarray, weeks: int, observed: np.ndarray | None = None) -> np.ndarray:
+    """The n-step weekly table ``table`` (``[m]*n + [m]``) composed over ``weeks`` weeks: entry
+    ``[s_1..s_n, s]`` is P(value ``s`` in week t + weeks | the values of the n consecutive weeks
+    ending with week t, no observation in between) — Def. 2's transition between observations
+    taken ``weeks`` apart.
+
+    The hidden weeks follow the same table, each one's window shifted by one (``P_g[a, λ', s] =
+    Σ_u T[a, λ', u] P_{g-1}[λ', u, s]``, a batched matrix product); a path through a value with a
+    zero row (after which nothing follows: deceased, discharged, an unseen history) ends, and the
+    rows are renormalized — the value is conditioned on the respondent still being there, with
+    nothing observed in between. ``weeks = 1`` returns ``table`` itself (raw, as the paper's
+    Table 4b).
+
+    ``observed`` (``[m]``, optional): the probability that a value of the last week is observed
+    (bkseq: ``presence`` for a stage, 1 for deceased/discharged, which are always recorded). The
+    knowledge is asked about a respondent who IS in the view, so the last week's values are
+    weighted by it and the rows renormalized — BK_seq is "the probability of a patient performing
+    an exam at τ_i to obtain a given result" (§7.1)."""
+    table = np.asarray(table, dtype=float)
+    if observed is not None and not np.all(np.asarray(observed) == 1.0):
+        out = over_weeks(table, weeks) * np.asarray(observed, dtype=float)
+        total = out.sum(axis=-1, keepdims=True)
+        return out / np.where(total > 0, total, 1.0)
+    if weeks <= 1:
+        return table
+    m, n = table.shape[-1], table.ndim - 1
+    step = table.reshape(m, m ** (n - 1), m).transpose(1, 0, 2)  # [λ', a, u]
+    out = table
+    for _ in range(weeks - 1):
+        out = np.matmul(step, out.reshape(m ** (n - 1), m, m)).transpose(1, 0, 2).reshape(table.shape)
+    total = out.sum(axis=-1, keepdims=True)
+    return out / np.where(total > 0, total, 1.0)
+
+
 # ---------------------------------------------------------------------------- per-respondent memory
 class RespondentMemory:
     """The last ``depth`` entries of every respondent (oldest first), vectorized.
@@ -206,6 +249,7 @@ class RespondentMemory:
         self.ids = np.empty(0, dtype=np.int64)
         self.slot = np.empty(0, dtype=np.int64)
         self.values = np.zeros((16, depth, *shape), dtype=dtype)
+        self.times = np.zeros((16, depth), dtype=np.int64)  # the release time of every entry
         self.count = np.zeros(16, dtype=np.int64)
         self.size = 0
 
@@ -228,8 +272,28 @@ class RespondentMemory:
         """``[len(slots), k, *shape]``: the last ``k`` entries of each slot, oldest first."""
         return self.values[slots, self.depth - k :]
 
-    def push(self, ids: np.ndarray, entries: np.ndarray) -> None:
-        """Append one entry per id (ids must be distinct); new ids get a slot."""
+    def last_times(self, slots: np.ndarray, k: int) -> np.ndarray:
+        """``[len(slots), k]``: the release times of the last ``k`` entries, oldest first."""
+        return self.times[slots, self.depth - k :]
+
+    def runs(self, slots: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(gap, run)`` per slot (``-1`` slots: 0, 0): the weeks from the last entry to ``t``,
+        and how many of the last entries were taken in consecutive weeks ending with the last
+        one (at least 1 when something is stored)."""
+        stored = self.stored(slots)
+        safe = np.maximum(slots, 0)
+        times = self.times[safe]  # [r, depth], newest last
+        gap = np.where(stored > 0, t - times[:, -1], 0)
+        run = np.minimum(stored, 1)
+        going = stored > 0
+        for k in range(1, self.depth):
+            going &= (stored > k) & (times[:, -1 - k] == times[:, -1] - k)
+            run += going
+        return gap, run
+
+    def push(self, ids: np.ndarray, entries: np.ndarray, t: int = 0) -> None:
+        """Append one entry per id, taken at release time ``t`` (ids must be distinct); new ids
+        get a slot."""
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return
@@ -248,7 +312,9 @@ class RespondentMemory:
             self.size += len(fresh)
         if self.depth > 1:
             self.values[slots, :-1] = self.values[slots, 1:]
+            self.times[slots, :-1] = self.times[slots, 1:]
         self.values[slots, -1] = entries
+        self.times[slots, -1] = t
         self.count[slots] = np.minimum(self.count[slots] + 1, self.depth)
 
     def _reserve(self, n: int) -> None:
@@ -258,9 +324,11 @@ class RespondentMemory:
         capacity = max(n, 2 * capacity)
         values = np.zeros((capacity, *self.values.shape[1:]), dtype=self.values.dtype)
         values[: self.size] = self.values[: self.size]
+        times = np.zeros((capacity, self.depth), dtype=np.int64)
+        times[: self.size] = self.times[: self.size]
         count = np.zeros(capacity, dtype=np.int64)
         count[: self.size] = self.count[: self.size]
-        self.values, self.count = values, count
+        self.values, self.times, self.count = values, times, count
 
 
 # ---------------------------------------------------------------------------- Algorithm 5
@@ -268,8 +336,8 @@ class SequenceCounts:
     """Frequency counts of sequences of sensitive values (Algorithm 5, §7.3), fed view by view.
 
     ``counts[0]`` is ``[m]`` (value frequencies), ``counts[j]`` for ``j = 1..steps`` has shape
-    ``[m]*(j+1)``: how often ``j`` consecutive appearances of an individual were followed by the
-    next value. See the module docstring for what is counted; :meth:`tables` has a zero row for
+    ``[m]*(j+1)``: how often an individual's values in ``j`` consecutive weeks were followed by its
+    value of the next week. See the module docstring for what is counted; :meth:`tables` has a zero row for
     an unseen history (Algorithm 5, line 10).
     """
 
@@ -277,15 +345,21 @@ class SequenceCounts:
         self.steps, self.m = steps, n_values
         self.counts = [np.zeros((n_values,) * (j + 1), dtype=np.int64) for j in range(steps + 1)]
         self.memory = RespondentMemory(steps, (), np.int64)  # each individual's last values
+        self.week = 0  # the last week counted
 
-    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
-        """Count one view: individual ``ids[i]`` has value ``values[i]`` (ids distinct)."""
+    def add(self, ids: np.ndarray, values: np.ndarray, t: int | None = None) -> None:
+        """Count the view of week ``t`` (default: the week after the last one counted):
+        individual ``ids[i]`` has value ``values[i]`` (ids distinct). A j-step window is counted
+        only when its j + 1 values are in consecutive weeks: the tables are weekly transitions."""
         ids = np.asarray(ids, dtype=np.int64)
         values = np.asarray(values, dtype=np.int64)
         m = self.m
+        t = self.week + 1 if t is None else int(t)
+        self.week = t
         self.counts[0] += np.bincount(values, minlength=m)
         slots = self.memory.lookup(ids)
-        seen = self.memory.stored(slots)
+        gap, run = self.memory.runs(slots, t)
+        seen = np.where(gap == 1, run, 0)  # consecutive weeks up to this one
         for j in range(1, self.steps + 1):
             rows = np.flatnonzero(seen >= j)
             if len(rows) == 0:
@@ -296,7 +370,7 @@ class SequenceCounts:
                 flat = flat * m + past[:, k]
             flat = flat * m + values[rows]
             self.counts[j] += np.bincount(flat, minlength=m ** (j + 1)).reshape(self.counts[j].shape)
-        self.memory.push(ids, values)
+        self.memory.push(ids, values, t)
 
     def add_corpus(self, corpus: np.ndarray) -> None:
         """Count a corpus ``[individuals, views]`` of value codes (``-1``: no tuple in that view)."""
@@ -305,9 +379,10 @@ class SequenceCounts:
             raise DataError(f"a corpus is an [individuals, views] array; got shape {corpus.shape}")
         if corpus.size and (corpus.max() >= self.m or corpus.min() < -1):
             raise DataError(f"corpus values must be codes 0..{self.m - 1} or -1 (no tuple)")
+        start = self.week
         for v in range(corpus.shape[1]):
             present = np.flatnonzero(corpus[:, v] >= 0)
-            self.add(present, corpus[present, v])
+            self.add(present, corpus[present, v], start + v + 1)
 
     def tables(self) -> list[np.ndarray]:
         """``[T_1, ..., T_steps]`` conditional tables: a seen history's row sums to 1, an unseen
@@ -341,11 +416,28 @@ class SequentialKnowledge(Knowledge):
     def __init__(self, params: Any | None = None):
         super().__init__(params)
         self.posteriors: RespondentMemory | None = None  # PK of the last `steps` appearances
+        self._composed_cache: dict[tuple[int, int], list[np.ndarray]] = {}
+        self._composed_for: Any = None
 
     # -- sources of knowledge (subclasses) --------------------------------------------------
-    def transition_tables(self, release: Release) -> list[np.ndarray]:
-        """``[T_1, ..., T_n]``: the j-step BK_seq tables (``n <= steps``)."""
+    def transition_tables(self, release: Release, cls: int = 0) -> list[np.ndarray]:
+        """``[T_1, ..., T_n]``: the weekly j-step BK_seq tables (``n <= steps``) of transition class
+        ``cls``, a zero row for an unseen history; the same list object while they do not change."""
         raise NotImplementedError
+
+    def classes(self, release: Release) -> np.ndarray:
+        """Transition class of every record (all 0: one set of tables)."""
+        return np.zeros(len(release), dtype=np.int64)
+
+    def observation_weights(self, release: Release) -> np.ndarray | None:
+        """P(a value is observed | it is the value of the week), ``[m]`` or None (always): see
+        :func:`over_weeks`. Mined tables already count observed values only."""
+        return None
+
+    def backoff_base(self, release: Release) -> np.ndarray:
+        """What the 1-step table backs off to (``unseen="backoff"``): the uniform distribution."""
+        m = release.n_values
+        return np.full(m, 1.0 / m)
 
     def observe_release(self, release: Release) -> None:
         """Hook called by :meth:`prior` before beliefs are computed (IE learns here)."""
@@ -403,18 +495,39 @@ class SequentialKnowledge(Knowledge):
         seen = memory.stored(slots)
         if not seen.any():
             return beliefs
-        tables = self.transition_tables(release)
-        order = np.minimum(seen, len(tables))
-        for n in range(1, len(tables) + 1):
-            rows = np.flatnonzero(order == n)
-            if len(rows) == 0:
-                continue
-            revised = revised_prior(memory.last(slots[rows], n), tables[n - 1])
+        gap, run = memory.runs(slots, release.t)
+        gap = np.maximum(gap, 1)  # asked again in the week of the last entry: as the next week
+        classes = self.classes(release)
+        depth = len(self.transition_tables(release, 0))
+        order = np.where(seen > 0, np.minimum(run, depth), 0)
+        revised_rows = np.flatnonzero(order > 0)
+        keys = np.stack((classes[revised_rows], order[revised_rows], gap[revised_rows]), axis=1)
+        groups, inverse = np.unique(keys, axis=0, return_inverse=True)
+        for k, (c, n, g) in enumerate(groups):
+            rows = revised_rows[inverse.reshape(-1) == k]
+            table = self._composed(release, int(c), int(g))[int(n) - 1]
+            revised = revised_prior(memory.last(slots[rows], int(n)), table)
             if self.params.normalized:
                 total = revised.sum(axis=1, keepdims=True)
                 revised = np.where(total > 0, revised / np.where(total > 0, total, 1.0), 1.0 / m)
             beliefs[rows] = revised
         return beliefs
+
+    def _composed(self, release: Release, cls: int, weeks: int) -> list[np.ndarray]:
+        """The j-step tables (j = 1..n) of class ``cls`` composed over ``weeks`` weeks
+        (:func:`over_weeks`), backed off when ``unseen="backoff"``; cached until the tables change."""
+        tables = self.transition_tables(release, cls)
+        if self._composed_for is not tables:
+            self._composed_cache.clear()
+        key = (cls, weeks)
+        if key not in self._composed_cache:
+            observed = self.observation_weights(release)
+            out = [over_weeks(t, weeks, observed) for t in tables]
+            if self.params.unseen == "backoff":
+                out = backed_off(out, self.backoff_base(release))
+            self._composed_cache[key] = out
+            self._composed_for = tables
+        return self._composed_cache[key]
 
     def revise(self, view: PublicView, posterior: np.ndarray | None, respondent: np.ndarray) -> None:
         """Store the posterior PK of each published respondent (rows aligned with ``respondent``;
@@ -427,7 +540,7 @@ class SequentialKnowledge(Knowledge):
         if posterior.shape != (len(respondent), m):
             raise ValueError(f"posterior must have shape {(len(respondent), m)}; got {posterior.shape}")
         real = respondent >= 0
-        self._memory(m).push(respondent[real], posterior[real])
+        self._memory(m).push(respondent[real], posterior[real], view.t)
 
 
 def frequency_beliefs(view: PublicView, respondent: np.ndarray) -> np.ndarray:
@@ -451,32 +564,46 @@ def frequency_beliefs(view: PublicView, respondent: np.ndarray) -> np.ndarray:
 
 
 class DomainKnowledge(SequentialKnowledge):
-    """DK-BK_seq: the data set's exact n-step transitions, revised per respondent (§5.1, §5.3)."""
+    """DK-BK_seq: the data set's exact n-step transitions, revised per respondent (§5.1, §5.3).
+
+    A model whose transitions depend on the QI (``n_seq_classes > 1``, ``seq_class(qi)``,
+    ``bk_seq(j, seq_class=c)``) gives each respondent the tables of its class."""
 
     label = "dk"
 
     def __init__(self, params: Any | None = None):
         super().__init__(params)
         self._tables_of: Any = None
-        self._tables: list[np.ndarray] = []
+        self._tables: dict[int, list[np.ndarray]] = {}
 
-    def transition_tables(self, release: Release) -> list[np.ndarray]:
+    def classes(self, release: Release) -> np.ndarray:
+        model = self.model(release)
+        if int(getattr(model, "n_seq_classes", 1)) <= 1:
+            return np.zeros(len(release), dtype=np.int64)
+        return np.asarray(model.seq_class(release.qi), dtype=np.int64)
+
+    def observation_weights(self, release: Release) -> np.ndarray | None:
+        weights = getattr(self.model(release), "observed", None)
+        return None if weights is None else np.asarray(weights, dtype=float)
+
+    def transition_tables(self, release: Release, cls: int = 0) -> list[np.ndarray]:
         model = self.model(release)
         if self._tables_of is not model:
+            self._tables_of, self._tables = model, {}
+        if cls not in self._tables:
             m = release.n_values
             n = max(1, min(self.params.steps, int(getattr(model, "max_order", self.params.steps))))
+            by_class = int(getattr(model, "n_seq_classes", 1)) > 1
             tables = []
             for j in range(1, n + 1):
-                t = np.asarray(model.bk_seq(j), dtype=float)
+                t = np.asarray(model.bk_seq(j, seq_class=cls) if by_class else model.bk_seq(j), dtype=float)
                 if t.shape != (m,) * (j + 1):
                     raise DataError(
                         f"knowledge {self.name!r}: model.bk_seq({j}) has shape {t.shape}, expected {(m,) * (j + 1)}"
                     )
                 tables.append(t)
-            if self.params.unseen == "backoff":
-                tables = backed_off(tables, np.full(m, 1.0 / m))
-            self._tables_of, self._tables = model, tables
-        return self._tables
+            self._tables[cls] = tables
+        return self._tables[cls]
 
 
 class MinedKnowledge(SequentialKnowledge):
@@ -491,15 +618,19 @@ class MinedKnowledge(SequentialKnowledge):
         self._tables: list[np.ndarray] = []
         self.counts: SequenceCounts | None = None
 
-    def transition_tables(self, release: Release) -> list[np.ndarray]:
+    def transition_tables(self, release: Release, cls: int = 0) -> list[np.ndarray]:
         model = self.model(release)
         if self._tables_of is not model:
             p = self.params
             corpus = model.corpus(p.corpus_views, p.corpus_tuples, p.corpus_seed)
             self.counts = SequenceCounts(p.steps, release.n_values)
             self.counts.add_corpus(corpus)
-            self._tables_of, self._tables = model, self.counts.knowledge_tables(p.unseen)
+            self._tables_of, self._tables = model, self.counts.tables()
         return self._tables
+
+    def backoff_base(self, release: Release) -> np.ndarray:
+        assert self.counts is not None
+        return self.counts.frequencies()
 
 
 class IncrementalKnowledge(SequentialKnowledge):
@@ -511,6 +642,7 @@ class IncrementalKnowledge(SequentialKnowledge):
     def __init__(self, params: Any | None = None):
         super().__init__(params)
         self.counts: SequenceCounts | None = None
+        self._tables: list[np.ndarray] = []
         self._counted: set[int] = set()  # release times already counted (prior may be asked twice)
 
     def observe_release(self, release: Release) -> None:
@@ -520,8 +652,13 @@ class IncrementalKnowledge(SequentialKnowledge):
         if release.t in self._counted:
             return
         self._counted.add(release.t)
-        self.counts.add(release.respondent, release.sensitive)
+        self.counts.add(release.respondent, release.sensitive, release.t)
+        self._tables = self.counts.tables()
 
-    def transition_tables(self, release: Release) -> list[np.ndarray]:
+    def transition_tables(self, release: Release, cls: int = 0) -> list[np.ndarray]:
         assert self.counts is not None
-        return self.counts.knowledge_tables(self.params.unseen)
+        return self._tables
+
+    def backoff_base(self, release: Release) -> np.ndarray:
+        assert self.counts is not None
+        return self.counts.frequencies()

@@ -13,7 +13,13 @@ import numpy as np
 
 
 class SequenceModel(Protocol):
-    """Exact BK_sv and BK_seq of a data-generating process (codes 0..m-1 of the sensitive domain)."""
+    """Exact BK_sv and BK_seq of a data-generating process (codes 0..m-1 of the sensitive domain).
+
+    BK_seq tables are WEEKLY (one release apart); the knowledge composes them over the releases
+    between two observations of a respondent. Optional members, used when present:
+    ``n_seq_classes`` (> 1 when transitions depend on the QI), ``seq_class(qi) -> [n] int`` and
+    ``bk_seq(steps, seq_class=c)`` (that class's tables); ``observed`` (``[m]``: the probability
+    that a value of the week is in the release, e.g. an exam schedule; absent = 1)."""
 
     values: tuple[str, ...]  # the sensitive domain, index = code
     max_order: int  # the generator's transitions depend on at most this many past values
