@@ -2,7 +2,7 @@
 
 Riboni, Pareschi, Bettini, "JS-Reduce: Defending your data from sequential background knowledge
 attacks", IEEE TDSC 9(3), 2012, §7.1: weekly views of the results of medical exams, 24 views of
-5,000 tuples, 16,160 individuals in at least one view, one exam per person per week; QI age
+5,000 tuples, 16,160 individuals in at least one view, at most one exam per person per week; QI age
 45–74, gender 1–2, weight 60–89; the sensitive attribute Ex-res holds stages of four diseases
 plus "deceased" and "discharged"; BK_sv differs across 18 age × weight × gender classes and the
 stage transitions depend on the past evolution of the disease (attacks use 1-, 2- and 3-step
@@ -25,8 +25,10 @@ Weekly disease transitions, first order (``weekly_disease_matrix``; rows: a livi
 the 17 stages + deceased; other tracks 0: an individual keeps one disease track)
     * Liver (A, HEP-SIM Table 1, annual): F4→DC 0.039, F4→HCC 0.014, DC→HCC 0.068, DC→death 0.182
       (first-year value), HCC→death 0.427, transplant→death 0.116 (first-year value). Chronic →
-      cirrhosis (derived, MED): one exit with the hazard 1/Σ mean sojourns of F0..F3 (HEP-SIM
-      F0→F1 0.117, F1→F2 0.085, F2→F3 0.120, F3→F4 0.116: 35.2 years in all, 0.028 a year).
+      cirrhosis **by age** (A, MED, PLoS One 2011 e26783 Table 1: per-stage fibrosis progression
+      per 6 months for men aged 40–49 / 50–59 / 60–69 / ≥70: 0.0266 / 0.0606 / 0.1046 / 0.1397):
+      four stages F0..F3 crossed at the group's rate, one exit with the hazard 1/Σ mean sojourns
+      (0.013 / 0.031 / 0.054 / 0.072 a year for ages 45–49 / 50–59 / 60–69 / 70–74).
       DC→transplant 0.05 and HCC→transplant 0.04 a year (C, LOW: the order of magnitude used by
       published HCV cost models; no number in the documented sources). Deaths from other causes
       are ignored (C).
@@ -51,41 +53,48 @@ the 17 stages + deceased; other tracks 0: an individual keeps one disease track)
       of the published 1-day stays (mean sojourn ≈ 3 days): most sepsis patients are found
       recovering ("no SIRS") one week later.
 
-Dependence on the last 3 results (max_order = 3, ``transition_tensor``; C — the paper says the
-probabilities depend "on the past evolution of the disease", the sources give no number)
-    In the window (x, y, z) of an individual's last three values (z = the latest), count the
-    progressions (a move to a later stage of the same track) and regressions among x→y and y→z.
-    *Momentum*: the weekly probability of moving on to any later stage from z is multiplied by
-    ``momentum ** progressions`` and that of moving back to an earlier stage by ``momentum **
-    regressions`` (default momentum 1.5: after one recent progression the chance of progressing
-    again is 1.5 times the first-order one, after two 2.25 times; 1.0 gives a first-order chain).
-    The extra mass comes out of the probability of staying in z, at most half of it (the extras
-    are scaled down when they would exceed it), so every row keeps the first-order support; death
-    and discharge probabilities are not changed. A window reaches back to an individual's first
-    value only: an individual seen k < 3 times has the window padded by repeating its first value
-    (x = y = first value), i.e. it arrives as if it had been stable in its entry stage — so the
-    exact transition of a respondent with one past value a is ``bk_seq(3)[a, a, a]`` and with two
-    past values (a, b) ``bk_seq(3)[a, a, b]`` (not ``bk_seq(1)``/``bk_seq(2)``, which are
-    population marginals).
+QI-dependent transitions (``seq_class``: 4 transition classes, the age groups above)
+    Of the QI effects on progression the paper names (§7.1: age, gender and weight), the sources
+    collected in TRANSITIONS.md give a number for one: fibrosis progression rises with age (above;
+    the table is for men and is applied to both genders). Men dying more in mild Alzheimer's
+    disease (Fuh 2004) has no number in the sources; no source gives a weight effect. Both are
+    left out, not invented. So the chronic-hepatitis row differs across the 4 age groups and every
+    other row is the same.
 
-Discharge and arrivals (C; TRANSITIONS.md §5.2: the sources give no discharge rate)
-    Every living individual who survives the week is discharged with one weekly probability
-    ``discharge`` (all stages alike): the tuple of that week reads "discharged". A tuple reading
-    "deceased" or "discharged" is the individual's last one (absorbing: it leaves all later
-    views). **Every active individual has an exam every week**, so an individual's tuples are
-    consecutive views, and the individuals who left are replaced by new ones: every view has
-    exactly ``tuples`` tuples (the paper: "24 views, each one containing 5,000 tuples"). A
-    deceased/discharged tuple fills its slot in the view where it appears; the next view gives
-    the slot to a new individual. View 1 holds ``tuples`` new individuals (the study starts
-    there; nobody has a history yet), so view 2 has no newcomers. The discharge probability is
-    solved (``calibrate_discharge``, on the exact expected counts): by default on the paper's
-    history — 16,160 expected individuals over 24 views of 5,000, i.e. 11,160 newcomers in views
-    3..24 (≈ 507 a week) — which gives a weekly discharge probability of 0.1084
-    (``BKseq().model.discharge``) whatever ``releases`` and ``tuples`` are (a 12-view run is the
-    first 12 weeks of the same process); with ``individuals`` set, on the run's own views. About
-    0.2–0.4 % of a view's tuples read "deceased" (1.2 % in view 2: septic shock) and 9.5–10.5 %
-    "discharged". Over 20 seeds the number of
-    individuals was 16,141 ± 70 (mean ± sd).
+Higher-order dependence: none by default (``momentum = 1``, a first-order weekly chain)
+    The paper says the probabilities depend "on the past evolution of the disease" (1-, 2- and
+    3-step knowledge); no source in TRANSITIONS.md gives a number for it (Di Biase 2007's
+    semi-Markov sojourns were not retrieved). So the paper's finding that 3-step knowledge beats
+    2-step beats 1-step cannot be reproduced from public numbers: with a first-order chain the
+    n-step tables differ only on histories the chain cannot produce (zero rows). The option
+    ``momentum`` (C, no source) adds one: in the window (x, y, z) of the last three WEEKS (z = the
+    latest), each progression (a move to a later stage of the same track) among x→y, y→z
+    multiplies the weekly probability of moving on from z by ``momentum``, each regression the
+    probability of moving back; the extra mass comes out of staying in z (at most half of it),
+    death and discharge unchanged. A patient with fewer than 3 weeks has the window padded with its
+    admission value (as if stable before).
+
+Exam schedule, discharge and arrivals (C; TRANSITIONS.md §5.2: the sources give no rates)
+    The paper: "each view contains the records of exams performed during that week", at most one
+    per person, and its §2 example has respondents leave and arrive between weeks; it does not say
+    how often a patient has an exam. The institute has a fixed active population. Every week each
+    active patient moves on one weekly step; a surviving patient is discharged with one weekly
+    probability ``discharge`` (all stages alike). A "deceased" or "discharged" tuple is always in
+    the week's view (the event is recorded) and is the patient's last; as many new patients are
+    admitted the same week, and the admission exam is in the view; every other active patient has
+    an exam — a tuple of its current stage — with probability ``presence`` (default 0.5, C: one
+    exam every other week on average; 1 = every week). The institute runs ``BURN_IN = 104`` weeks
+    before view 1, so view 1 is a view of a running process (it holds deaths, discharges and
+    patients admitted earlier) and all views have the same expected size. For a given presence the
+    discharge probability is solved on the exact expected counts (``calibrate_discharge``) so that
+    the expected number of individuals over 24 views is 16,160 per 5,000 expected tuples a view
+    (the paper's history), whatever ``releases`` and ``tuples`` are; the active population is then
+    sized so that views hold ``tuples`` tuples in expectation. Calibrated values (presence:
+    discharge, active patients for 5,000 tuples, share of a view's respondents in the previous
+    view): 1.0: 0.1040, 4,515, 0.90; 0.75: 0.0681, 5,958, 0.70; 0.5: 0.0293, 9,120, 0.49; 0.35:
+    0.0045, 13,826, 0.35; below about 0.31 no discharge rate reaches 16,160 (the population alone
+    is larger). ``test_bkseq.py`` prints the table with simulated totals (5 seeds, within 0.5 %)
+    and view sizes (within 5 % of 5,000).
 
 New individuals and BK_sv (C; ``bk_sv_table``)
     QI drawn independently and uniformly: age 45..74, gender "1"/"2" (ISO/IEC 5218: 1 = male,
@@ -106,21 +115,22 @@ New individuals and BK_sv (C; ``bk_sv_table``)
     multiplied by 1.25^(severity × age band) (older patients arrive at later stages) and, for the
     liver, by 1.2^severity for men (faster fibrosis in men). Severity ranks: liver (0, 1, 2, 3, 0
     — transplant not tilted), HIV (0, 1, 2, 3), Alzheimer (0, 1, 2), sepsis (0, 0, 1, 2, 3).
-    Transitions do not depend on the QI (the sources' age/sex effects on transitions — men die
-    more in mild AD, fibrosis progresses faster with age — are left out), so that BK_seq, which
-    JS-reduce defines without QI (Def. 2), is exact.
 
 Exposed knowledge (``BKseqModel``, the :class:`~cdpbench_jsreduce.model.SequenceModel` of every
 release's ``truth["model"]``)
-    ``bk_sv(qi)``: the exact class distribution of a first value. ``bk_seq(3)``: the exact
-    generator transition on a 3-value window (histories the generator cannot produce — values of
-    two tracks, a value after "deceased"/"discharged", a move the first-order matrix forbids —
-    have zero rows, as in Algorithm 5). ``bk_seq(2)`` and ``bk_seq(1)``: its exact marginals, P(next | last 2 / 1
-    values) pooled over all transitions of a run of ``releases`` views (the expected number of
-    individuals in every history state is propagated week by week — the process is linear in
-    expectation — and each history's rows are weighted by its expected count; histories with
-    fewer real values than steps count only in the shorter tables, as when Algorithm 5 mines a
-    corpus). ``corpus(views, tuples, seed)``: an external history of the same process.
+    ``bk_sv(qi)``: the exact class distribution of an admission exam (a patient admitted before
+    view 1 is first seen later in its stay: BK_sv is then the population's knowledge, not exact).
+    ``bk_seq(steps, seq_class)``: WEEKLY tables per age group — 3 steps: the exact generator
+    transition on a 3-week window; 1 and 2: its exact marginals over the weekly histories of views
+    2..``releases`` (expected counts propagated week by week; the process is linear in
+    expectation); without ``seq_class``, pooled over the groups. Histories the generator cannot
+    produce (values of two tracks, a move the weekly matrix forbids, anything after
+    deceased/discharged) have zero rows, as in Algorithm 5. ``observed``: the probability that a
+    week's value is in the view (``presence`` for a stage, 1 for deceased/discharged). Knowledge
+    composes the weekly tables over the weeks between two observations and weights the last week
+    by ``observed`` (``knowledge.over_weeks``): for a respondent seen in consecutive weeks this is
+    the exact law of its next tuple. ``corpus(views, tuples, seed)``: an external history of the
+    same process.
 """
 
 from __future__ import annotations
@@ -208,11 +218,30 @@ def _annual_row(exits: dict[int, float]) -> dict[int, float]:
     return {dest: weekly * p / total for dest, p in exits.items()}
 
 
-def _fibrosis_to_cirrhosis_annual() -> float:
-    """HEP-SIM F0->F1 .. F3->F4 annual probabilities -> one chronic -> cirrhosis annual probability
-    with the hazard 1 / (sum of the mean sojourns)."""
-    years = sum(-1.0 / np.log1p(-p) for p in (0.117, 0.085, 0.120, 0.116))
+#: transition classes: the age groups of the fibrosis-progression table (PLoS One 2011 e26783,
+#: Table 1, men 40-49 / 50-59 / 60-69 / >=70), cut to bkseq's ages 45..74
+AGE_GROUPS: tuple[tuple[int, int], ...] = ((45, 49), (50, 59), (60, 69), (70, 74))
+#: per-stage fibrosis progression probability per 6 months in those age groups (A, MED)
+FIBROSIS_6_MONTHS = (0.0266, 0.0606, 0.1046, 0.1397)
+N_SEQ_CLASSES = len(AGE_GROUPS)
+
+
+def _fibrosis_to_cirrhosis_annual(group: int) -> float:
+    """Chronic hepatitis (F0-F3) -> compensated cirrhosis, annual, in age group ``group``: four
+    fibrosis stages crossed at the group's per-stage 6-month probability (PLoS One 2011), one exit
+    with the hazard 1 / (sum of the four mean sojourns)."""
+    per_stage_annual = 1.0 - (1.0 - FIBROSIS_6_MONTHS[group]) ** 2
+    years = 4 * (-1.0 / np.log1p(-per_stage_annual))
     return float(1.0 - np.exp(-1.0 / years))
+
+
+def seq_class(qi: np.ndarray) -> np.ndarray:
+    """Transition class 0..3 of QI rows (age, gender code, weight): the age group of
+    :data:`AGE_GROUPS` (the only QI effect on transitions the sources report with numbers)."""
+    age = np.asarray(qi, dtype=float)
+    age = age[:, 0] if age.ndim == 2 else age
+    bounds = np.array([hi for _, hi in AGE_GROUPS[:-1]], dtype=float)
+    return np.searchsorted(bounds, age, side="left").astype(np.int64)
 
 
 def sepsis_daily_matrix() -> np.ndarray:
@@ -229,14 +258,16 @@ def sepsis_daily_matrix() -> np.ndarray:
     return P
 
 
-def weekly_disease_matrix() -> np.ndarray:
-    """``[17, 18]``: P(next week's stage or death | this week's stage), first order, no discharge.
+def weekly_disease_matrix(group: int = 1) -> np.ndarray:
+    """``[17, 18]``: P(next week's stage or death | this week's stage) for a patient of age group
+    ``group`` (:data:`AGE_GROUPS`; only the chronic hepatitis row depends on it), first order,
+    no discharge.
 
     Rows sum to 1; entries outside an individual's track are 0 (see the module docstring for
     every number and its source)."""
     D = np.zeros((LIVING, LIVING + 1))
     liver = {
-        0: {1: _fibrosis_to_cirrhosis_annual()},
+        0: {1: _fibrosis_to_cirrhosis_annual(group)},
         1: {2: 0.039, 3: 0.014},
         2: {3: 0.068, DECEASED: 0.182, 4: 0.05},
         3: {DECEASED: 0.427, 4: 0.04},
@@ -346,53 +377,106 @@ def bk_sv_table() -> np.ndarray:
     return table
 
 
-# ---------------------------------------------------------------------------- expected history counts
-@dataclass
-class HistoryCounts:
-    """Expected counts, per unit of view size, over a run of ``views`` views.
+# ---------------------------------------------------------------------------- expected process counts
+#: weeks the institute runs before view 1 (C): the study observes a running process, so view 1
+#: holds patients admitted earlier and every view has the same expected size
+BURN_IN = 104
 
-    ``pairs[z, s]`` / ``triples[y, z, s]``: expected transitions from a last value z (last two
-    values y, z; only individuals with at least two values) to s; ``individuals``: expected number
-    of individuals over the run per tuple of a view."""
+
+def class_entry() -> tuple[np.ndarray, np.ndarray]:
+    """``(shares [4], entry [4, 19])``: the share of each transition class (age group) among new
+    patients (uniform ages) and its first-value distribution (BK_sv averaged over the group's
+    ages, both genders and the three weight bands)."""
+    sv = bk_sv_table().reshape(3, 3, 2, N_VALUES)  # age band, weight band, gender
+    ages = np.arange(AGE[0], AGE[1] + 1)
+    groups = seq_class(ages.astype(float))
+    bands = (ages - AGE[0]) // 10
+    shares = np.bincount(groups, minlength=N_SEQ_CLASSES) / len(ages)
+    entry = np.zeros((N_SEQ_CLASSES, N_VALUES))
+    np.add.at(entry, groups, sv[bands].mean(axis=(1, 2)))
+    entry /= entry.sum(axis=1, keepdims=True)
+    return shares, entry
+
+
+@dataclass
+class ProcessCounts:
+    """Expected counts of the process, per patient of the active population (see
+    :func:`expected_process_counts`). ``pairs[c, z, s]``, ``triples[c, y, z, s]``: expected weekly
+    transitions of class-``c`` patients from the last value z (last two y, z; patients with at least
+    two values) to s, pooled over views 2..``views``; ``quads[x, y, z, s]``: the same over patients
+    with at least three values, all classes; ``view``: mean expected view size; ``individuals``:
+    expected patients appearing in at least one of the views."""
 
     pairs: np.ndarray
     triples: np.ndarray
+    quads: np.ndarray
+    view: float
     individuals: float
 
 
-def expected_history_counts(T: np.ndarray, entry: np.ndarray, views: int) -> HistoryCounts:
-    """Propagate the expected number of individuals in each history state week by week.
+def expected_process_counts(
+    T: np.ndarray,
+    shares: np.ndarray,
+    entry: np.ndarray,
+    views: int,
+    presence: float,
+    burn_in: int = BURN_IN,
+    histories: bool = True,
+) -> ProcessCounts:
+    """Propagate the expected number of patients in each history state week by week, per class.
 
-    States: one value seen (window padded to (a, a, a)), two seen ((a, a, b)), three or more
-    ((x, y, z)). Individuals with a living value move on by ``T``; a deceased/discharged tuple
-    still fills its slot in the view where it appears, and the next view gives that slot to a new
-    individual whose first value is distributed as ``entry`` (the QI-averaged BK_sv) — what the
-    simulation's replacement does in expectation (view 1 has no leavers, so view 2 no newcomers).
-    View size = 1."""
-    L = LIVING
-    T = T[:L, :L, :L]  # only living windows occur
+    ``T``: ``[4, 19, 19, 19, 19]`` the classes' transitions. The active population is 1: it is
+    admitted ``burn_in`` weeks before view 1 (first values ~ ``entry``); every week each patient
+    moves on by its class's ``T``, those who die or are discharged leave (their tuple is in that
+    week's view) and as many new patients are admitted the same week (classes ~ ``shares``, first
+    values ~ ``entry``; their admission exam is in the view); every other patient has an exam with
+    probability ``presence``. So view t has expected size ``presence * (1 - L_t) + 2 L_t`` (L_t:
+    leavers), and a patient active at view 1 never appears iff it stays through the ``views`` weeks
+    without an exam: probability ``S (1 - presence)^views`` with S its survival. History states:
+    one value (window padded to (a, a, a)), two ((a, a, b)), three or more ((x, y, z)).
+    ``histories=False`` skips the transition counts (the calibration needs the sizes only)."""
+    L, m, C = LIVING, N_VALUES, len(shares)
+    T = np.asarray(T)[:, :L, :L, :L]  # only living windows occur
     diag = np.arange(L)
-    t1 = T[diag, diag, diag]  # [L, m]: window (z, z, z)
-    t2 = T[diag[:, None], diag[:, None], diag[None, :]]  # [L, L, m]: window (y, y, z)
-    c1 = entry[:L].copy()
-    c2 = np.zeros((L, L))
-    c3 = np.zeros((L, L, L))
-    pairs = np.zeros((N_VALUES, N_VALUES))
-    triples = np.zeros((N_VALUES, N_VALUES, N_VALUES))
-    individuals = 1.0
-    leaving = 0.0  # deceased/discharged tuples of the current view: their slots go to new individuals
-    for _ in range(views - 1):
-        r1 = c1[:, None] * t1
-        r2 = c2[..., None] * t2
-        r3 = np.einsum("xyz,xyzs->yzs", c3, T)
-        pairs[:L] += r1 + r2.sum(0) + r3.sum(0)
-        triples[:L, :L] += r2 + r3
-        individuals += leaving
-        c3 = r3[..., :L] + r2[..., :L]
-        c2 = r1[:, :L]
-        c1 = leaving * entry[:L]
-        leaving = r1[:, L:].sum() + r2[..., L:].sum() + r3[..., L:].sum()
-    return HistoryCounts(pairs, triples, float(individuals))
+    t1 = T[:, diag, diag, diag]  # [C, L, m]: window (z, z, z)
+    t2 = T[:, diag[:, None], diag[:, None], diag[None, :]]  # [C, L, L, m]: window (y, y, z)
+    flat3 = T.reshape(C, L**3, m)
+    by_window = np.ascontiguousarray(T.reshape(C, L, L * L, m).transpose(0, 2, 1, 3))  # [C, (y, z), x, s]
+    pairs = np.zeros((C, m, m))
+    triples = np.zeros((C, m, m, m))
+    quads = np.zeros((m, m, m, m))
+
+    def step(state, admit: bool, count: bool, t):
+        c1, c2, c3 = state
+        r1 = c1[..., None] * t1  # [C, L, m]
+        r2 = c2[..., None] * t2  # [C, L, L, m]
+        if count:
+            r3full = (c3.reshape(C, L**3, 1) * flat3).reshape(C, L, L, L, m)
+            r3 = r3full.sum(axis=1)  # [C, L, L, m]: (y, z, s)
+        else:  # the same sum over x as one batched product
+            x_first = c3.reshape(C, L, L * L).transpose(0, 2, 1)[:, :, None, :]  # [C, (y, z), 1, x]
+            r3 = np.matmul(x_first, by_window).reshape(C, L, L, m)
+        leaving = r1[..., L:].sum() + r2[..., L:].sum() + r3[..., L:].sum()
+        if count:
+            pairs[:, :L] += r1 + r2.sum(axis=1) + r3.sum(axis=1)
+            triples[:, :L, :L] += r2 + r3
+            quads[:L, :L, :L] += r3full.sum(axis=0)
+        new1 = (leaving * shares[:, None] * entry[:, :L]) if admit else np.zeros((C, L))
+        return (new1, r1[..., :L], r3[..., :L] + r2[..., :L]), leaving
+
+    state = (shares[:, None] * entry[:, :L], np.zeros((C, L, L)), np.zeros((C, L, L, L)))
+    for _ in range(burn_in):
+        state, _ = step(state, True, False, None)
+    cohort = state
+    sizes, admitted = [], 0.0
+    for t in range(1, views + 1):
+        state, leaving = step(state, True, histories and t >= 2, t)
+        cohort, _ = step(cohort, False, False, t)
+        sizes.append(presence * (1.0 - leaving) + 2.0 * leaving)
+        admitted += leaving
+    survivors = sum(float(c.sum()) for c in cohort)
+    individuals = 1.0 - survivors * (1.0 - presence) ** views + admitted
+    return ProcessCounts(pairs, triples, quads, float(np.mean(sizes)), float(individuals))
 
 
 def producible_windows(disease: np.ndarray) -> np.ndarray:
@@ -414,93 +498,137 @@ def conditional_rows(counts: np.ndarray) -> np.ndarray:
 
 class CalibrationError(ValueError):
     """No discharge probability reaches the asked turnover; ``low``/``high`` = the expected
-    individuals per tuple of a view with no discharge and with (almost) certain discharge."""
+    individuals per view tuple with no discharge and with (almost) certain discharge."""
 
     def __init__(self, low: float, high: float):
         super().__init__(f"expected individuals per view tuple must lie in [{low:.4f}, {high:.4f}]")
         self.low, self.high = low, high
 
 
-def calibrate_discharge(disease: np.ndarray, momentum: float, entry: np.ndarray, views: int, target: float) -> float:
-    """The weekly discharge probability at which the expected number of individuals over ``views``
-    views is ``target`` times the view size (root of the exact expected counts). Raises
-    :class:`CalibrationError` when no probability in [0, 1) reaches it."""
+def transition_tensors(momentum: float, discharge: float) -> np.ndarray:
+    """``[4, 19, 19, 19, 19]``: :func:`transition_tensor` of every transition class."""
+    return np.stack([transition_tensor(weekly_disease_matrix(g), momentum, discharge) for g in range(N_SEQ_CLASSES)])
 
-    def expected(discharge: float) -> float:
-        T = transition_tensor(disease, momentum, discharge)
-        return expected_history_counts(T, entry, views).individuals
+
+def calibrate_discharge(momentum: float, presence: float, views: int, target: float) -> float:
+    """The weekly discharge probability at which the expected number of individuals over ``views``
+    views is ``target`` times the mean expected view size (root of the exact expected counts of
+    :func:`expected_process_counts`). Raises :class:`CalibrationError` when no probability in
+    [0, 1) reaches it."""
+    shares, entry = class_entry()
+
+    def ratio(discharge: float) -> float:
+        T = transition_tensors(momentum, discharge)
+        c = expected_process_counts(T, shares, entry, views, presence, histories=False)
+        return c.individuals / c.view
 
     from scipy.optimize import brentq  # here, not at import: registering plugins must stay fast
 
     almost_one = 1.0 - 1e-9
-    low, high = expected(0.0), expected(almost_one)
+    low, high = ratio(0.0), ratio(almost_one)
     if not (low <= target <= high):
         raise CalibrationError(low, high)
     if target == low:
         return 0.0
-    return float(brentq(lambda d: expected(d) - target, 0.0, almost_one, xtol=1e-13, rtol=1e-12))
+    return float(brentq(lambda d: ratio(d) - target, 0.0, almost_one, xtol=1e-10, rtol=1e-10))
 
 
 # ---------------------------------------------------------------------------- the model
 @dataclass
 class Simulation:
     """One simulated history: per view the respondent ids (increasing) and value codes; per
-    individual (id = row) its QI (age, gender code, weight)."""
+    individual (id = row) its QI (age, gender code, weight). Only individuals with a tuple in some
+    view are numbered (ids 0.. in order of admission); ``admitted[id]`` is the week of admission
+    (view numbers; ``<= 0`` before view 1, when the first tuple is not the admission exam)."""
 
     ids: list[np.ndarray]
     codes: list[np.ndarray]
     qi: np.ndarray
+    admitted: np.ndarray
 
 
 class BKseqModel:
     """The generator of BKseq and its exact knowledge (a :class:`SequenceModel`).
 
-    Attributes: ``values`` (19 codes), ``max_order = 3``, ``discharge`` (the calibrated weekly
-    discharge probability), ``momentum``, ``horizon`` (views over which the 1/2-step marginals are
-    pooled), ``expected_individuals_per_tuple`` (over ``horizon`` views),
-    ``disease`` (:func:`weekly_disease_matrix`). Arrays returned are read-only views; copy them
-    to modify."""
+    Attributes: ``values`` (19 codes), ``max_order = 3``, ``n_seq_classes = 4`` (the age groups
+    transitions depend on), ``discharge`` (the calibrated weekly discharge probability),
+    ``momentum``, ``presence`` (weekly exam probability), ``horizon`` (views over which the
+    marginals are pooled), ``population_per_tuple`` (active patients per expected view tuple),
+    ``expected_individuals_per_tuple`` (over ``horizon`` views), ``observed`` (``[19]``: the
+    probability that a week's value is in its view: ``presence`` for a stage, 1 for
+    deceased/discharged), ``disease`` (``[4, 17, 18]``,
+    :func:`weekly_disease_matrix` per class). Arrays returned are read-only views; copy them to
+    modify."""
 
     values: tuple[str, ...] = VALUES
     max_order: int = 3
+    n_seq_classes: int = N_SEQ_CLASSES
 
-    def __init__(self, discharge: float, momentum: float = 1.5, horizon: int = 24):
+    def __init__(self, discharge: float, momentum: float = 1.0, presence: float = 1.0, horizon: int = 24):
         self.discharge = float(discharge)
         self.momentum = float(momentum)
+        self.presence = float(presence)
         self.horizon = int(horizon)
-        self.disease = _readonly(weekly_disease_matrix())
+        self.disease = _readonly(np.stack([weekly_disease_matrix(g) for g in range(N_SEQ_CLASSES)]))
         self._sv = bk_sv_table()
-        self.entry = _readonly(self._sv.mean(axis=0))  # uniform QI: every class has weight 1/18
+        shares, entry = class_entry()
+        self.entry = _readonly(self._sv.mean(axis=0))  # uniform QI: every BK_sv class has weight 1/18
         self._sv_cum = np.cumsum(self._sv, axis=1)
-        t3 = transition_tensor(self.disease, self.momentum, self.discharge)
-        counts = expected_history_counts(t3, self.entry, max(self.horizon, 2))
-        seq1 = conditional_rows(counts.pairs)
-        seq2 = conditional_rows(counts.triples)
-        seq3 = np.where(producible_windows(self.disease)[..., None], t3, 0.0)
-        self._seq = {1: _readonly(seq1), 2: _readonly(seq2), 3: _readonly(seq3)}
-        self.expected_individuals_per_tuple = counts.individuals
+        t3 = transition_tensors(self.momentum, self.discharge)
+        counts = expected_process_counts(t3, shares, entry, max(self.horizon, 2), self.presence)
+        producible = producible_windows(self.disease[1])[..., None]  # the classes share one support
+        self._seq = {
+            1: _readonly(conditional_rows(counts.pairs.sum(axis=0))),
+            2: _readonly(conditional_rows(counts.triples.sum(axis=0))),
+            3: _readonly(conditional_rows(counts.quads)),
+        }
+        self._seq_class = {
+            1: _readonly(conditional_rows(counts.pairs)),
+            2: _readonly(conditional_rows(counts.triples)),
+            3: _readonly(np.where(producible, t3, 0.0)),
+        }
+        observed = np.full(N_VALUES, self.presence)
+        observed[LIVING:] = 1.0  # deaths and discharges are always recorded
+        self.observed = _readonly(observed)
+        self.population_per_tuple = 1.0 / counts.view
+        self.expected_individuals_per_tuple = counts.individuals / counts.view
         self._cum = np.cumsum(t3.reshape(-1, N_VALUES), axis=1)
         self._sv = _readonly(self._sv)
 
     # ------------------------------------------------------------------ SequenceModel
     def bk_sv(self, qi: np.ndarray) -> np.ndarray:
-        """BK_sv (Def. 1): ``[n, 19]`` P(first value | class of the QI row) — columns age, gender
-        code (0 = "1", 1 = "2"), weight, as in the schema. Deceased/discharged have probability 0."""
+        """BK_sv (Def. 1): ``[n, 19]`` P(value of the admission exam | class of the QI row) —
+        columns age, gender code (0 = "1", 1 = "2"), weight, as in the schema. Deceased/discharged
+        have probability 0. Exact for a patient admitted during the views; a patient admitted
+        before view 1 is first seen in a later stage of its stay."""
         return self._sv[qi_class(qi)]
 
-    def bk_seq(self, steps: int) -> np.ndarray:
-        """n-step BK_seq (Def. 2): ``[19] * steps + [19]``; 3 = the exact generator transition,
-        1 and 2 = its marginals over the histories of a run of ``horizon`` views (module docstring).
-        A history the generator never produces (stages of two tracks, a move the weekly matrix
-        forbids, anything after deceased/discharged) has a zero row: it has no next value, as an
-        unseen history has none in Algorithm 5 (line 10). Knowledge may back off instead
-        (``knowledge.unseen=backoff``)."""
+    def seq_class(self, qi: np.ndarray) -> np.ndarray:
+        """Transition class (age group, :data:`AGE_GROUPS`) of QI rows."""
+        qi_class(qi)  # validates the rows
+        return seq_class(qi)
+
+    def bk_seq(self, steps: int, seq_class: int | None = None) -> np.ndarray:
+        """n-step BK_seq (Def. 2) of one WEEK: ``[19] * steps + [19]``, P(value in week t | the
+        values of weeks t-steps..t-1). With ``seq_class`` (0..3, :meth:`seq_class`) that class's
+        table — 3 = its exact generator transition, 1 and 2 = its marginals over the weekly
+        histories of views 2..``horizon`` —; without, all classes pooled (for 3 steps: over the
+        patients with three weeks of history). A history the generator never produces (stages of
+        two tracks, a move the weekly matrix forbids, anything after deceased/discharged) has a zero
+        row: it has no next value, as an unseen history has none in Algorithm 5 (line 10).
+        Knowledge composes these weekly tables over the weeks between two observations."""
         require(isinstance(steps, (int, np.integer)) and 1 <= steps <= 3, "steps", "1, 2 or 3", steps)
-        return self._seq[int(steps)]
+        if seq_class is None:
+            return self._seq[int(steps)]
+        require(
+            isinstance(seq_class, (int, np.integer)) and 0 <= seq_class < N_SEQ_CLASSES, "seq_class", "0..3", seq_class
+        )
+        return self._seq_class[int(steps)][int(seq_class)]
 
     def corpus(self, views: int, tuples: int, seed: int) -> np.ndarray:
-        """An external history of ``views`` views of ``tuples`` tuples from ``default_rng(seed)``:
-        ``[individuals, views]`` int64 codes, ``-1`` where the individual has no tuple."""
+        """An external history of ``views`` views of about ``tuples`` tuples from
+        ``default_rng(seed)``: ``[individuals, views]`` int64 codes, ``-1`` where the individual
+        has no tuple."""
         require(isinstance(views, (int, np.integer)) and views >= 1, "views", "an integer >= 1", views)
         require(isinstance(tuples, (int, np.integer)) and tuples >= 1, "tuples", "an integer >= 1", tuples)
         sim = self.simulate(int(views), int(tuples), np.random.default_rng(seed))
@@ -511,10 +639,13 @@ class BKseqModel:
 
     # ------------------------------------------------------------------ generation
     def simulate(self, views: int, tuples: int, rng: np.random.Generator) -> Simulation:
-        """Run the process: vectorized over individuals, one step per week."""
+        """Run the process (:func:`expected_process_counts` describes it) with an active population
+        of ``round(tuples * population_per_tuple)`` patients: vectorized over patients, one step
+        per week, ``BURN_IN`` weeks before view 1."""
         qi_blocks: list[np.ndarray] = []
+        weeks: list[np.ndarray] = []
 
-        def arrivals(n: int) -> np.ndarray:
+        def admit(n: int, week: int) -> tuple[np.ndarray, np.ndarray]:
             qi = np.column_stack(
                 (
                     rng.integers(AGE[0], AGE[1] + 1, n),
@@ -523,27 +654,40 @@ class BKseqModel:
                 )
             ).astype(float)
             qi_blocks.append(qi)
-            cum = self._sv_cum[qi_class(qi)]
-            first = _inverse_cdf(cum, rng.random(n))
-            return np.repeat(first[:, None], 3, axis=1)
+            weeks.append(np.full(n, week, dtype=np.int64))
+            first = _inverse_cdf(self._sv_cum[qi_class(qi)], rng.random(n))
+            return np.repeat(first[:, None], 3, axis=1), seq_class(qi)
 
-        ids = np.arange(tuples, dtype=np.int64)
-        window = arrivals(tuples)
-        next_id = tuples
-        out_ids, out_codes = [ids], [window[:, 2].copy()]
-        for _ in range(1, views):
-            stay = window[:, 2] < LIVING
-            ids, window = ids[stay], window[stay]
-            flat = (window[:, 0] * N_VALUES + window[:, 1]) * N_VALUES + window[:, 2]
+        population = max(1, int(round(tuples * self.population_per_tuple)))
+        ids = np.arange(population, dtype=np.int64)
+        window, cls = admit(population, -BURN_IN)
+        next_id = population
+        out_ids: list[np.ndarray] = []
+        out_codes: list[np.ndarray] = []
+        for week in range(1 - BURN_IN, views + 1):
+            flat = ((cls * N_VALUES + window[:, 0]) * N_VALUES + window[:, 1]) * N_VALUES + window[:, 2]
             nxt = _inverse_cdf(self._cum[flat], rng.random(len(ids)))
             window = np.column_stack((window[:, 1], window[:, 2], nxt))
-            new = tuples - len(ids)
-            ids = np.concatenate((ids, np.arange(next_id, next_id + new, dtype=np.int64)))
-            window = np.concatenate((window, arrivals(new)))
-            next_id += new
-            out_ids.append(ids)
-            out_codes.append(window[:, 2].copy())
-        return Simulation(out_ids, out_codes, np.concatenate(qi_blocks))
+            leaving = nxt >= LIVING
+            exam = rng.random(len(ids)) < self.presence
+            n_new = int(leaving.sum())
+            new_ids = np.arange(next_id, next_id + n_new, dtype=np.int64)
+            new_window, new_cls = admit(n_new, week)
+            next_id += n_new
+            if week >= 1:
+                shown = leaving | exam
+                out_ids.append(np.concatenate((ids[shown], new_ids)))
+                out_codes.append(np.concatenate((nxt[shown], new_window[:, 2])))
+            stay = ~leaving
+            ids = np.concatenate((ids[stay], new_ids))
+            window = np.concatenate((window[stay], new_window))
+            cls = np.concatenate((cls[stay], new_cls))
+        qi = np.concatenate(qi_blocks)
+        appeared = np.unique(np.concatenate(out_ids)) if out_ids else np.zeros(0, np.int64)
+        renumber = np.full(next_id, -1, dtype=np.int64)
+        renumber[appeared] = np.arange(len(appeared))
+        admitted = np.concatenate(weeks)[appeared]
+        return Simulation([renumber[i] for i in out_ids], out_codes, qi[appeared], admitted)
 
 
 def _inverse_cdf(cum: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -560,17 +704,16 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=16)
 def build_model(
     horizon: int,
-    momentum: float = 1.5,
+    momentum: float = 1.0,
+    presence: float = 1.0,
     calibration_views: int = PAPER_VIEWS,
     individuals_per_tuple: float = PAPER_INDIVIDUALS_PER_TUPLE,
 ) -> BKseqModel:
     """The model whose discharge probability gives ``individuals_per_tuple`` expected individuals
-    per view tuple over ``calibration_views`` views, with marginals pooled over ``horizon`` views
-    (cached: a model is immutable and deterministic in its arguments)."""
-    disease = weekly_disease_matrix()
-    entry = bk_sv_table().mean(axis=0)
-    discharge = calibrate_discharge(disease, momentum, entry, calibration_views, individuals_per_tuple)
-    return BKseqModel(discharge, momentum, horizon)
+    per expected view tuple over ``calibration_views`` views, with marginals pooled over
+    ``horizon`` views (cached: a model is immutable and deterministic in its arguments)."""
+    discharge = calibrate_discharge(momentum, presence, calibration_views, individuals_per_tuple)
+    return BKseqModel(discharge, momentum, presence, horizon)
 
 
 # ---------------------------------------------------------------------------- the data set
@@ -588,27 +731,41 @@ class BKseqParams:
     releases: int = field(default=24, metadata={"help": "number of weekly views (>= 1)"})
     tuples: int = field(
         default=5000,
-        metadata={"help": "tuples in every view (>= 1): individuals who leave are replaced by new ones"},
+        metadata={"help": "expected tuples in every view (>= 1): the active population is sized for it"},
+    )
+    presence: float = field(
+        default=0.5,
+        metadata={
+            "help": "weekly probability that an active patient has an exam, i.e. a tuple in the week's view "
+            "((0, 1]; admissions, deaths and discharges are always in the view)"
+        },
     )
     individuals: int | None = field(
         default=None,
         metadata={
             "help": "expected individuals appearing in at least one of the views; calibrates the weekly "
-            "discharge probability (needs releases >= 3). null = the paper's process: the discharge "
-            "probability that gives 16,160 individuals over 24 views of 5,000, whatever releases and tuples"
+            "discharge probability. null = the paper's process: the discharge probability that gives 16,160 "
+            "individuals over 24 views of 5,000, whatever releases and tuples"
         },
     )
     momentum: float = field(
-        default=1.5,
+        default=1.0,
         metadata={
             "help": "factor on the probability of moving on (back) per recent progression (regression) in the "
-            "last 3 values (>= 1; 1 = a first-order chain)"
+            "last 3 weeks (>= 1; 1 = a first-order chain, the default: no source gives a higher-order effect)"
         },
     )
 
     def __post_init__(self) -> None:
         _positive_int(self.releases, "releases", 1)
         _positive_int(self.tuples, "tuples", 1)
+        require(
+            isinstance(self.presence, (int, float)) and not isinstance(self.presence, bool) and 0.0 < self.presence <= 1.0,
+            "presence",
+            "a number in (0, 1]",
+            self.presence,
+        )
+        self.presence = float(self.presence)
         require(
             isinstance(self.momentum, (int, float)) and not isinstance(self.momentum, bool) and 1.0 <= self.momentum <= 10.0,
             "momentum",
@@ -617,27 +774,28 @@ class BKseqParams:
         )
         self.momentum = float(self.momentum)
         if self.individuals is not None:
-            # view 1 has no leavers, so the first newcomers arrive in view 3
-            require(self.releases >= 3, "individuals", "null for fewer than 3 releases (no newcomer before view 3)", self.individuals)
-            _positive_int(self.individuals, "individuals", self.tuples)
+            _positive_int(self.individuals, "individuals", 1)
         try:
             self.model()
         except CalibrationError as e:
+            views = self.releases if self.individuals is not None else PAPER_VIEWS
             low, high = self.tuples * e.low, self.tuples * e.high
+            field_name, value = ("individuals", self.individuals) if self.individuals is not None else ("presence", self.presence)
             require(
                 False,
-                "individuals",
-                f"between {int(np.ceil(low))} and {int(np.floor(high))} for {self.releases} views of {self.tuples} "
-                f"tuples (deaths alone replace {low - self.tuples:.0f} individuals)",
-                self.individuals,
+                field_name,
+                f"a value for which {views} views of {self.tuples} tuples can hold the asked individuals "
+                f"(with presence={self.presence:g} they hold between {int(np.ceil(low))} and {int(np.floor(high))}; "
+                f"the paper's 16,160 over 24 views of 5,000 needs presence above about 0.31)",
+                value,
             )
 
     def model(self) -> BKseqModel:
         """The (cached) model of these parameters."""
         horizon = max(self.releases, 2)
         if self.individuals is None:
-            return build_model(horizon, self.momentum)
-        return build_model(horizon, self.momentum, self.releases, self.individuals / self.tuples)
+            return build_model(horizon, self.momentum, self.presence)
+        return build_model(horizon, self.momentum, self.presence, self.releases, self.individuals / self.tuples)
 
 
 class BKseq(Dataset):
@@ -653,15 +811,18 @@ class BKseq(Dataset):
 
     def releases(self, rng: np.random.Generator) -> Iterator[Release]:
         """Views 1..releases (all randomness from ``rng``). Each release's ``truth`` holds
-        ``model`` (the same :class:`BKseqModel` for every release), ``inserted`` (new individuals)
-        and ``deleted`` (individuals whose previous tuple was deceased/discharged)."""
+        ``model`` (the same :class:`BKseqModel` for every release), ``inserted`` (individuals in
+        their first view) and ``deleted`` (individuals whose previous tuple read deceased or
+        discharged)."""
         p = self.params
         sim = self.model.simulate(p.releases, p.tuples, rng)
         gender = np.asarray(GENDERS, dtype=object)
         values = np.asarray(VALUES, dtype=object)
-        previous: np.ndarray | None = None
-        previous_codes: np.ndarray | None = None
+        seen = np.zeros(len(sim.qi), dtype=bool)
+        deleted = np.zeros(0, np.int64)
         for t, (ids, codes) in enumerate(zip(sim.ids, sim.codes), start=1):
+            order = np.argsort(ids, kind="stable")
+            ids, codes = ids[order], codes[order]
             qi = sim.qi[ids]
             frame = pd.DataFrame(
                 {
@@ -672,11 +833,8 @@ class BKseq(Dataset):
                     "exam_result": values[codes],
                 }
             )
-            if previous is None:
-                inserted, deleted = ids, np.zeros(0, np.int64)
-            else:  # ids increase with arrival: newcomers have ids above every earlier one
-                deleted = previous[previous_codes >= LIVING]
-                inserted = ids[ids > previous.max()]
+            inserted = ids[~seen[ids]]
+            seen[ids] = True
             truth = {"model": self.model, "inserted": inserted.copy(), "deleted": deleted.copy()}
             yield self.schema.encode(frame, t, truth=truth)
-            previous, previous_codes = ids, codes
+            deleted = ids[codes >= LIVING]
