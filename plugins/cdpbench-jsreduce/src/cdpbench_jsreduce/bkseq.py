@@ -92,7 +92,7 @@ Exam schedule, discharge and arrivals (C; TRANSITIONS.md §5.2: the sources give
     sized so that views hold ``tuples`` tuples in expectation. Calibrated values (presence:
     discharge, active patients for 5,000 tuples, share of a view's respondents in the previous
     view): 1.0: 0.1040, 4,515, 0.90; 0.75: 0.0681, 5,958, 0.70; 0.5: 0.0293, 9,120, 0.49; 0.35:
-    0.0045, 13,826, 0.35; below about 0.31 no discharge rate reaches 16,160 (the population alone
+    0.0045, 13,827, 0.35; below about 0.31 no discharge rate reaches 16,160 (the population alone
     is larger). ``test_bkseq.py`` prints the table with simulated totals (5 seeds, within 0.5 %)
     and view sizes (within 5 % of 5,000).
 
@@ -658,7 +658,7 @@ class BKseqModel:
             first = _inverse_cdf(self._sv_cum[qi_class(qi)], rng.random(n))
             return np.repeat(first[:, None], 3, axis=1), seq_class(qi)
 
-        population = max(1, int(round(tuples * self.population_per_tuple)))
+        population = max(1, round(tuples * self.population_per_tuple))
         ids = np.arange(population, dtype=np.int64)
         window, cls = admit(population, -BURN_IN)
         next_id = population

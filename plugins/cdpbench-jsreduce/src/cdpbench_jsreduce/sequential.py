@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cdpbench.data import PublicView, Release
-from cdpbench.errors import ConfigError, require
+from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator
 from cdpbench.registry import default_registry
 
