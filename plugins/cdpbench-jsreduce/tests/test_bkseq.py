@@ -223,9 +223,9 @@ def test_default_process_does_not_depend_on_the_run_length():
         ({"momentum": 0.5}, "momentum must be a number in [1, 10] (got 0.5)"),
         ({"presence": 0}, "presence must be a number in (0, 1] (got 0)"),
         ({"presence": 1.5}, "presence must be a number in (0, 1] (got 1.5)"),
-        ({"presence": 0.3}, "presence must be a value for which 24 views of 5000 tuples can hold"),
+        ({"presence": 0.3}, "presence must be a value at which 24 views of 5000 tuples can hold 16160 individuals: with presence=0.3 they hold 17376 to"),
         ({"individuals": 0}, "individuals must be an integer >= 1 (got 0)"),
-        ({"releases": 3, "individuals": 100_000}, "individuals must be a value for which 3 views"),
+        ({"releases": 3, "individuals": 100_000}, "individuals must be a value at which 3 views of 5000 tuples can hold 100000 individuals"),
     ],
 )
 def test_bad_parameters_are_refused_naming_the_field(values, message):

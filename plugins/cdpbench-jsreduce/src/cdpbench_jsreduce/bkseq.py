@@ -779,14 +779,15 @@ class BKseqParams:
             self.model()
         except CalibrationError as e:
             views = self.releases if self.individuals is not None else PAPER_VIEWS
+            target = self.individuals if self.individuals is not None else round(PAPER_INDIVIDUALS_PER_TUPLE * self.tuples)
             low, high = self.tuples * e.low, self.tuples * e.high
             field_name, value = ("individuals", self.individuals) if self.individuals is not None else ("presence", self.presence)
+            hint = "" if self.individuals is not None else "; the paper's 16,160 over 24 views of 5,000 needs presence above about 0.31"
             require(
                 False,
                 field_name,
-                f"a value for which {views} views of {self.tuples} tuples can hold the asked individuals "
-                f"(with presence={self.presence:g} they hold between {int(np.ceil(low))} and {int(np.floor(high))}; "
-                f"the paper's 16,160 over 24 views of 5,000 needs presence above about 0.31)",
+                f"a value at which {views} views of {self.tuples} tuples can hold {target} individuals: with "
+                f"presence={self.presence:g} they hold {int(np.ceil(low))} to {int(np.floor(high))}{hint}",
                 value,
             )
 
