@@ -220,17 +220,27 @@ def over_weeks(table: np.ndarray, weeks: int, observed: np.ndarray | None = None
     weighted by it and the rows renormalized — BK_seq is "the probability of a patient performing
     an exam at τ_i to obtain a given result" (§7.1)."""
     table = np.asarray(table, dtype=float)
-    if observed is not None and not np.all(np.asarray(observed) == 1.0):
-        out = over_weeks(table, weeks) * np.asarray(observed, dtype=float)
-        total = out.sum(axis=-1, keepdims=True)
-        return out / np.where(total > 0, total, 1.0)
-    if weeks <= 1:
-        return table
-    m, n = table.shape[-1], table.ndim - 1
-    step = table.reshape(m, m ** (n - 1), m).transpose(1, 0, 2)  # [λ', a, u]
     out = table
     for _ in range(weeks - 1):
-        out = np.matmul(step, out.reshape(m ** (n - 1), m, m)).transpose(1, 0, 2).reshape(table.shape)
+        out = one_more_week(table, out)
+    return conditioned(out, weeks, observed)
+
+
+def one_more_week(table: np.ndarray, composed: np.ndarray) -> np.ndarray:
+    """One hidden week more before ``composed`` (the raw g-week table): the raw (g+1)-week table."""
+    m, n = table.shape[-1], table.ndim - 1
+    step = table.reshape(m, m ** (n - 1), m).transpose(1, 0, 2)  # [λ', a, u]
+    return np.matmul(step, composed.reshape(m ** (n - 1), m, m)).transpose(1, 0, 2).reshape(table.shape)
+
+
+def conditioned(raw: np.ndarray, weeks: int, observed: np.ndarray | None) -> np.ndarray:
+    """The raw ``weeks``-week table conditioned on the respondent being seen then (see
+    :func:`over_weeks`): weighted by ``observed`` and renormalized; left raw for one week and no
+    weights."""
+    weighted = observed is not None and not np.all(np.asarray(observed) == 1.0)
+    if weeks <= 1 and not weighted:
+        return raw
+    out = raw * np.asarray(observed, dtype=float) if weighted else raw
     total = out.sum(axis=-1, keepdims=True)
     return out / np.where(total > 0, total, 1.0)
 
@@ -416,8 +426,7 @@ class SequentialKnowledge(Knowledge):
     def __init__(self, params: Any | None = None):
         super().__init__(params)
         self.posteriors: RespondentMemory | None = None  # PK of the last `steps` appearances
-        self._composed_cache: dict[tuple[int, int], list[np.ndarray]] = {}
-        self._composed_for: Any = None
+        self._composed_cache: dict[int, dict[str, Any]] = {}  # per class: tables, raw compositions, results
 
     # -- sources of knowledge (subclasses) --------------------------------------------------
     def transition_tables(self, release: Release, cls: int = 0) -> list[np.ndarray]:
@@ -515,19 +524,24 @@ class SequentialKnowledge(Knowledge):
 
     def _composed(self, release: Release, cls: int, weeks: int) -> list[np.ndarray]:
         """The j-step tables (j = 1..n) of class ``cls`` composed over ``weeks`` weeks
-        (:func:`over_weeks`), backed off when ``unseen="backoff"``; cached until the tables change."""
+        (:func:`over_weeks`), backed off when ``unseen="backoff"``. Cached per class until its
+        tables change; the raw compositions are kept, so week g + 1 costs one product."""
         tables = self.transition_tables(release, cls)
-        if self._composed_for is not tables:
-            self._composed_cache.clear()
-        key = (cls, weeks)
-        if key not in self._composed_cache:
+        cache = self._composed_cache.get(cls)
+        if cache is None or cache["tables"] is not tables:
+            cache = {"tables": tables, "raw": [[t] for t in tables], "out": {}}
+            self._composed_cache[cls] = cache
+        if weeks not in cache["out"]:
             observed = self.observation_weights(release)
-            out = [over_weeks(t, weeks, observed) for t in tables]
+            out = []
+            for table, raw in zip(tables, cache["raw"]):
+                while len(raw) < weeks:
+                    raw.append(one_more_week(table, raw[-1]))
+                out.append(conditioned(raw[weeks - 1], weeks, observed))
             if self.params.unseen == "backoff":
                 out = backed_off(out, self.backoff_base(release))
-            self._composed_cache[key] = out
-            self._composed_for = tables
-        return self._composed_cache[key]
+            cache["out"][weeks] = out
+        return cache["out"][weeks]
 
     def revise(self, view: PublicView, posterior: np.ndarray | None, respondent: np.ndarray) -> None:
         """Store the posterior PK of each published respondent (rows aligned with ``respondent``;
