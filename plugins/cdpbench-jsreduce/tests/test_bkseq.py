@@ -59,10 +59,7 @@ def releases(dataset):
 def history(model, views: int, tuples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``([individuals, views] codes, -1 = no tuple; [individuals] transition class)``."""
     sim = model.simulate(views, tuples, np.random.default_rng(seed))
-    out = np.full((len(sim.qi), views), -1, dtype=np.int64)
-    for t, (ids, codes) in enumerate(zip(sim.ids, sim.codes)):
-        out[ids, t] = codes
-    return out, seq_class(sim.qi)
+    return sim.history(), seq_class(sim.qi)
 
 
 def ngram_counts(corpus: np.ndarray, steps: int, gap: int = 1) -> np.ndarray:

@@ -546,6 +546,13 @@ class Simulation:
     qi: np.ndarray
     admitted: np.ndarray
 
+    def history(self) -> np.ndarray:
+        """``[individuals, views]`` int64 codes, ``-1`` where the individual has no tuple."""
+        out = np.full((len(self.qi), len(self.ids)), -1, dtype=np.int64)
+        for t, (ids, codes) in enumerate(zip(self.ids, self.codes)):
+            out[ids, t] = codes
+        return out
+
 
 class BKseqModel:
     """The generator of BKseq and its exact knowledge (a :class:`SequenceModel`).
@@ -631,11 +638,7 @@ class BKseqModel:
         has no tuple."""
         require(isinstance(views, (int, np.integer)) and views >= 1, "views", "an integer >= 1", views)
         require(isinstance(tuples, (int, np.integer)) and tuples >= 1, "tuples", "an integer >= 1", tuples)
-        sim = self.simulate(int(views), int(tuples), np.random.default_rng(seed))
-        out = np.full((len(sim.qi), views), -1, dtype=np.int64)
-        for t, (ids, codes) in enumerate(zip(sim.ids, sim.codes)):
-            out[ids, t] = codes
-        return out
+        return self.simulate(int(views), int(tuples), np.random.default_rng(seed)).history()
 
     # ------------------------------------------------------------------ generation
     def simulate(self, views: int, tuples: int, rng: np.random.Generator) -> Simulation:
