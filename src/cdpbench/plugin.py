@@ -86,6 +86,33 @@ class PublishContext:
 
         return accepts
 
+    def extension(self, release: Release) -> "Callable[[np.ndarray, np.ndarray, int], GroupExtension | None] | None":
+        """The privacy model's optional fast path for growing groups one record at a time (see
+        :meth:`PrivacyModel.extension`) as ``start(rows, segment, n_groups)``, or ``None`` when the
+        model has none. Judges exactly what :meth:`predicate` would, with the same context."""
+        model, mctx = self.privacy_model, self.model_context
+        if type(model).extension is PrivacyModel.extension:
+            return None
+
+        def start(rows: np.ndarray, segment: np.ndarray, n_groups: int) -> "GroupExtension | None":
+            return model.extension(release, mctx, rows, segment, n_groups)
+
+        return start
+
+
+class GroupExtension:
+    """Running per-group statistics of a fixed list of groups, able to judge "each group plus one
+    more record" for all groups at once (a privacy model's optional fast path, see
+    :meth:`PrivacyModel.extension`). ``accepts_plus(row)`` must equal what ``accepts`` answers for
+    the batch of every group with record ``row`` appended (bit for bit: same float operations in
+    the same order); ``add(g, row)`` appends ``row`` to group ``g`` for good."""
+
+    def accepts_plus(self, row: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def add(self, g: int, row: int) -> None:
+        raise NotImplementedError
+
 
 @dataclass
 class AttackContext:
@@ -191,6 +218,15 @@ class PrivacyModel(Plugin):
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
         """The model's achieved level(s) on a publication (e.g. ``{"k": 7}``)."""
         return {}
+
+    def extension(
+        self, release: Release, ctx: ModelContext, rows: np.ndarray, segment: np.ndarray, n_groups: int
+    ) -> GroupExtension | None:
+        """Optional fast path: a :class:`GroupExtension` over the groups of ``release`` given like
+        ``accepts`` takes them (record ``rows[i]`` in group ``segment[i]``, each group's records in
+        order), or ``None`` when the model offers none (the caller then asks ``accepts``).
+        Default: ``None``."""
+        return None
 
     def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
         batch = publication.batch(ctx.prior_for(publication))

@@ -26,7 +26,7 @@ import numpy as np
 
 from cdpbench.data import GroupBatch, Publication, Release
 from cdpbench.errors import ConfigError, DataError, require
-from cdpbench.plugin import ModelContext, PrivacyModel
+from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel
 from cdpbench.schema import Schema
 from cdpbench.taxonomy import Taxonomy
 
@@ -134,3 +134,39 @@ class TCloseness(PrivacyModel):
             return {"k": 0.0, "t": 0.0}
         return {"k": float(counts.sum(axis=1).min()), "t": float(self.distances(counts, ctx).max())}
 
+    def extension(
+        self, release: Release, ctx: ModelContext, rows: np.ndarray, segment: np.ndarray, n_groups: int
+    ) -> GroupExtension | None:
+        """Per-group sensitive counts, so "every group plus one record" is one ``[G, m]`` EMD."""
+        if type(self).accepts is not TCloseness.accepts:
+            return None  # a subclass judging otherwise: let the caller ask accepts
+        return ClosenessExtension(self, ctx, release.sensitive, release.n_values, rows, segment, n_groups)
+
+
+class ClosenessExtension(GroupExtension):
+    """Running ``[G, m]`` sensitive counts of a list of groups (see :meth:`TCloseness.extension`)
+    and a ``[G, m]`` table: may group g take one more record of sensitive value v? Each entry is
+    ``TCloseness.accepts`` on the count row ``counts[g] + e_v`` (integer counts, then the same EMD
+    of the same row), so ``accepts_plus(row)`` is one column of the table; ``add`` refreshes the
+    grown group's row of the table (m candidate rows in one EMD call)."""
+
+    def __init__(self, model: TCloseness, ctx: ModelContext, sensitive: np.ndarray, n_values: int, rows: np.ndarray, segment: np.ndarray, n_groups: int):
+        model._check_ground_distance(ctx.schema)
+        self.model, self.ctx = model, ctx
+        self.sensitive = np.asarray(sensitive, dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.int64)
+        m = int(n_values)
+        self.counts = GroupBatch(self.sensitive[rows], np.asarray(segment, dtype=np.int64), int(n_groups), m).counts().copy()
+        self._unit = np.eye(m, dtype=self.counts.dtype)
+        self.table = self._judge((self.counts[:, None, :] + self._unit[None, :, :]).reshape(-1, m)).reshape(-1, m)
+
+    def _judge(self, counts: np.ndarray) -> np.ndarray:
+        p = self.model.params
+        return (counts.sum(axis=1) >= p.k) & (self.model.distances(counts, self.ctx) <= p.t + _TOL)
+
+    def accepts_plus(self, row: int) -> np.ndarray:
+        return self.table[:, self.sensitive[row]]
+
+    def add(self, g: int, row: int) -> None:
+        self.counts[g, self.sensitive[row]] += 1
+        self.table[g] = self._judge(self.counts[g][None, :] + self._unit)

@@ -32,7 +32,7 @@ import numpy as np
 
 from cdpbench.data import GroupBatch, Publication, Release
 from cdpbench.errors import ConfigError, DataError, require
-from cdpbench.plugin import ModelContext, PrivacyModel
+from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel
 from cdpbench.registry import default_registry
 
 DISTANCES = ("equal", "ordered", "hierarchical")
@@ -106,23 +106,41 @@ class JSReduceModel(PrivacyModel):
         self.closeness.prepare(release, ctx)
 
     def _divergence(self, prior: np.ndarray | None, segment: np.ndarray, n_groups: int, n_values: int) -> np.ndarray:
+        return js_divergence(self._checked_prior(prior, len(segment), n_values), segment, n_groups)
+
+    @staticmethod
+    def _checked_prior(prior: np.ndarray | None, n: int, n_values: int) -> np.ndarray:
         if prior is None:
             raise ConfigError(
                 "privacy_model js_reduce needs the defender's beliefs about every record (GroupBatch.prior); "
                 "set knowledge=<name> (e.g. knowledge=dk)"
             )
         prior = np.asarray(prior, dtype=float)
-        if prior.shape != (len(segment), n_values):
-            raise DataError(f"prior must have shape ({len(segment)}, {n_values}) (records x sensitive values); got {prior.shape}")
+        if prior.shape != (n, n_values):
+            raise DataError(f"prior must have shape ({n}, {n_values}) (records x sensitive values); got {prior.shape}")
         if (prior < 0).any() or not np.isfinite(prior).all():
             raise DataError("prior beliefs must be finite and non-negative")
-        return js_divergence(prior, segment, n_groups)
+        return prior
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         js = self._divergence(batch.prior, batch.segment, batch.n_groups, batch.n_values)
         ok = batch.sizes() >= self.params.k
         ok &= np.asarray(self.closeness.accepts(batch, ctx), dtype=bool)
         return ok & (js <= self.params.j + _TOL)
+
+    def extension(
+        self, release: Release, ctx: ModelContext, rows: np.ndarray, segment: np.ndarray, n_groups: int
+    ) -> GroupExtension | None:
+        """Running statistics per group (size; sum of normalized belief rows and of their entropies;
+        the t-closeness model's sensitive counts), so that "every group plus one record" is judged
+        for all groups in one ``[G, m]`` step, bit for bit as :meth:`accepts` would judge it."""
+        if type(self).accepts is not JSReduceModel.accepts:
+            return None  # a subclass judging otherwise: let the caller ask accepts
+        closeness = self.closeness.extension(release, ctx, rows, segment, n_groups)
+        if closeness is None:
+            return None
+        prior = self._checked_prior(ctx.prior, len(release), release.n_values)  # the checks accepts makes
+        return JSExtension(self.params, prior, closeness, rows, segment, n_groups)
 
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
         if publication.n_groups == 0:
@@ -133,3 +151,45 @@ class JSReduceModel(PrivacyModel):
             "t": float(self.closeness.levels(publication, ctx)["t"]),
             "j": float(js.max()),
         }
+
+
+class JSExtension(GroupExtension):
+    """Running per-group statistics of the JS-reduce model (see :meth:`JSReduceModel.extension`).
+
+    :func:`js_divergence` sums a group's normalized belief rows and their entropies with
+    ``np.bincount``, i.e. one float addition per record in the group's record order, starting at
+    0. The sums here are built the same way (``bincount`` over the initial groups, then one
+    addition per appended record), and each normalized row and its entropy depend on that row
+    alone, so ``accepts_plus`` computes the very same floats as ``accepts`` on the grown groups.
+    """
+
+    def __init__(self, params: JSReduceParams, prior: np.ndarray, closeness: GroupExtension, rows: np.ndarray, segment: np.ndarray, n_groups: int):
+        self.k, self.j = params.k, params.j
+        self.closeness = closeness
+        self.p = normalized_beliefs(np.ascontiguousarray(prior))  # [n, m], row by row as in js_divergence
+        self.h = entropy_bits(self.p)  # [n]
+        rows = np.asarray(rows, dtype=np.int64)
+        segment = np.asarray(segment, dtype=np.int64)
+        G, m = int(n_groups), self.p.shape[1]
+        self.size = np.bincount(segment, minlength=G).astype(np.int64)
+        flat = (segment[:, None] * m + np.arange(m)).ravel()
+        self.mass = np.bincount(flat, weights=self.p[rows].ravel(), minlength=G * m).reshape(G, m)
+        self.entropy = np.bincount(segment, weights=self.h[rows], minlength=G)
+        self.per_plus = (self.size + 1).astype(float)  # the size of each group with one more record
+        self.large_plus = self.size + 1 >= self.k
+
+    def accepts_plus(self, row: int) -> np.ndarray:
+        per = self.per_plus  # size + 1, as float
+        mean = (self.mass + self.p[row]) / per[:, None]
+        mean_entropy = (self.entropy + self.h[row]) / per
+        js = np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
+        ok = self.large_plus & np.asarray(self.closeness.accepts_plus(row), dtype=bool)
+        return ok & (js <= self.j + _TOL)
+
+    def add(self, g: int, row: int) -> None:
+        self.size[g] += 1
+        self.per_plus[g] = float(self.size[g] + 1)
+        self.large_plus[g] = self.size[g] + 1 >= self.k
+        self.mass[g] += self.p[row]
+        self.entropy[g] += self.h[row]
+        self.closeness.add(g, row)

@@ -48,10 +48,12 @@ from hilbertcurve.hilbertcurve import HilbertCurve
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, PublishContext
+from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext
 
 # accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
 GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+# start(rows, segment, n_groups) -> GroupExtension | None (PublishContext.extension)
+ExtensionStart = Callable[[np.ndarray, np.ndarray, int], "GroupExtension | None"]
 
 _BATCH_RECORDS = 1 << 18  # most records in one accepts call of the windowed scan
 
@@ -105,7 +107,12 @@ class JSReduce(Anonymizer):
         accepts = ctx.predicate(release)
         order = hilbert_order(release, self._hilbert)
         group, stats = greedy_partition(
-            order, accepts, window=self.params.window, leftovers=self.params.leftovers, max_group=self.params.max_group
+            order,
+            accepts,
+            window=self.params.window,
+            leftovers=self.params.leftovers,
+            max_group=self.params.max_group,
+            extension=ctx.extension(release),
         )
         name = getattr(model, "plugin_name", type(model).__name__)
         info = {"anonymizer": "js_reduce", "privacy_model": name, **stats}
@@ -163,12 +170,20 @@ def hilbert_order(release: Release, cache: dict | None = None) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- greedy grouping
 def greedy_partition(
-    order: np.ndarray, accepts: GroupPredicate, *, window: int = 8, leftovers: str = "suppress", max_group: int = 0
+    order: np.ndarray,
+    accepts: GroupPredicate,
+    *,
+    window: int = 8,
+    leftovers: str = "suppress",
+    max_group: int = 0,
+    extension: ExtensionStart | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Algorithm 4's groups along ``order``: ``group[r]`` is the group of row ``r`` (numbered in
     order of creation), -1 if suppressed. ``max_group > 0`` sets aside start records no group of
-    at most that many records satisfies (see the module docstring). Returns also counts for
-    ``Publication.info``."""
+    at most that many records satisfies (see the module docstring). ``extension`` (the privacy
+    model's optional fast path, :meth:`~cdpbench.plugin.PublishContext.extension`) judges the
+    leftovers to merge against all groups at once; it must judge as ``accepts`` does, so the
+    result is the same with or without it. Returns also counts for ``Publication.info``."""
     order = np.asarray(order, dtype=np.int64)
     n = len(order)
     group = np.full(n, -1, dtype=np.int64)
@@ -198,7 +213,13 @@ def greedy_partition(
     left = np.concatenate([np.asarray(aside, dtype=np.int64), order[start:]])
     stats["leftovers"] = len(left)
     if leftovers == "merge" and members and len(left):
-        stats["merged"] = _merge_leftovers(order, left, members, group, accepts, stats)
+        ext = None
+        if extension is not None:
+            ext = extension(np.concatenate(members), np.repeat(np.arange(len(members), dtype=np.int64), [len(m) for m in members]), len(members))
+        if ext is not None:
+            stats["merged"] = _merge_leftovers_extension(order, left, members, group, ext, stats)
+        else:
+            stats["merged"] = _merge_leftovers(order, left, members, group, accepts, stats)
     stats["suppressed"] = int((group < 0).sum())
     return group, stats
 
@@ -291,4 +312,32 @@ def _merge_leftovers(
                 merged += 1
                 break
             lo, block = lo + block, 2 * block
+    return merged
+
+
+def _merge_leftovers_extension(
+    order: np.ndarray, left: np.ndarray, members: list[np.ndarray], group: np.ndarray, ext: GroupExtension, stats: dict
+) -> int:
+    """:func:`_merge_leftovers` with the privacy model's running per-group statistics: each
+    leftover is judged against every group in one step (``ext.accepts_plus``), and the chosen
+    group is the first accepting one in the order the block search asks them (nearest first,
+    the later group on ties) — the same placement. Each judgment counts as one accepts call."""
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order), dtype=np.int64)
+    first = np.array([position[m[0]] for m in members], dtype=np.int64)
+    last = np.array([position[m[-1]] for m in members], dtype=np.int64)
+    merged = 0
+    for r in left:
+        r = int(r)
+        stats["accepts_calls"] += 1
+        ok = np.asarray(ext.accepts_plus(r), dtype=bool)
+        candidates = np.flatnonzero(ok)
+        if len(candidates) == 0:
+            continue
+        q = position[r]
+        distance = np.maximum(np.maximum(first[candidates] - q, q - last[candidates]), 0)
+        g = int(candidates[np.flatnonzero(distance == distance.min())[-1]])  # nearest, later on ties
+        group[r] = g
+        ext.add(g, r)
+        merged += 1
     return merged
