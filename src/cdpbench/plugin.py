@@ -113,6 +113,14 @@ class GroupExtension:
     def add(self, g: int, row: int) -> None:
         raise NotImplementedError
 
+    def accepts_prefixes(self, rows: np.ndarray) -> np.ndarray | None:
+        """Optional: ``[B, L]`` bool, entry ``[b, l]`` = what ``accepts`` answers for the group of
+        records ``rows[b, :l + 1]`` (in that order; independent of this extension's own groups),
+        bit for bit as ``accepts`` computes it. ``rows`` is an int ``[B, L]`` array (``B`` may be 0).
+        Default ``None``: not offered (the caller asks ``accepts``); an extension answers ``None``
+        either for every call or for none."""
+        return None
+
 
 @dataclass
 class AttackContext:

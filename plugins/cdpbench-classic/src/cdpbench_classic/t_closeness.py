@@ -170,3 +170,19 @@ class ClosenessExtension(GroupExtension):
     def add(self, g: int, row: int) -> None:
         self.counts[g, self.sensitive[row]] += 1
         self.table[g] = self._judge(self.counts[g][None, :] + self._unit)
+
+    def prefix_counts(self, rows: np.ndarray) -> np.ndarray:
+        """``[B, L, m]`` sensitive counts of the groups ``rows[b, :l + 1]`` (integer running sums)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        m = self._unit.shape[0]
+        onehot = (self.sensitive[rows][..., None] == np.arange(m)).astype(self.counts.dtype)
+        return np.cumsum(onehot, axis=1)
+
+    def accepts_prefixes(self, rows: np.ndarray) -> np.ndarray:
+        """``TCloseness.accepts`` on every prefix of every row of ``rows`` (``[B, L]``): the prefix
+        counts are exact integers, then the same EMD of the same count rows."""
+        counts = self.prefix_counts(rows)
+        B, L, m = counts.shape
+        if B * L == 0:
+            return np.zeros((B, L), dtype=bool)
+        return self._judge(np.ascontiguousarray(counts.reshape(B * L, m))).reshape(B, L)

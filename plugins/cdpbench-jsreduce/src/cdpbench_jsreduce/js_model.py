@@ -193,3 +193,33 @@ class JSExtension(GroupExtension):
         self.mass[g] += self.p[row]
         self.entropy[g] += self.h[row]
         self.closeness.add(g, row)
+
+    def accepts_prefixes(self, rows: np.ndarray) -> np.ndarray | None:
+        """``accepts`` on every prefix ``rows[b, :l + 1]`` of every row of ``rows`` (``[B, L]``).
+
+        The sums of normalized belief rows and of their entropies are running sums along each row
+        of ``rows`` restarted at its first record (``np.cumsum``: one addition per record in record
+        order, i.e. the very additions ``np.bincount`` makes in :func:`js_divergence`; the first
+        term gets ``+ 0.0`` as bincount's ``0 + x`` does, which only turns ``-0.0`` into ``0.0``),
+        never differences of sums, so every float is the one ``accepts`` computes."""
+        closeness = self.closeness.accepts_prefixes(rows)
+        if closeness is None:
+            return None
+        rows = np.asarray(rows, dtype=np.int64)
+        B, L = rows.shape
+        m = self.p.shape[1]
+        if B * L == 0:
+            return np.zeros((B, L), dtype=bool)
+        terms = self.p[rows]  # [B, L, m], a fresh copy
+        terms[:, 0] += 0.0
+        mass = np.cumsum(terms, axis=1)
+        h = self.h[rows]  # [B, L]
+        h[:, 0] += 0.0
+        entropy = np.cumsum(h, axis=1)
+        per = np.arange(1, L + 1, dtype=np.int64).astype(float)  # the group sizes, as bincount(...).astype(float)
+        mean = mass / per[None, :, None]
+        mean_entropy = entropy / per[None, :]
+        h_mean = entropy_bits(np.ascontiguousarray(mean.reshape(B * L, m))).reshape(B, L)
+        js = np.maximum(h_mean - mean_entropy, 0.0)
+        ok = (np.arange(1, L + 1) >= self.k)[None, :] & np.asarray(closeness, dtype=bool)
+        return ok & (js <= self.j + _TOL)

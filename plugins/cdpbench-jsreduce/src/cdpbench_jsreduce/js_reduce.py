@@ -36,6 +36,9 @@ The scan does not ask the model about one record at a time. From a start positio
 starts at ``1..window`` and doubles while no prefix is accepted), and takes the smallest accepted
 size — exactly the group the record-by-record loop would close, with about one call per group.
 Large windows are split so that one call never holds more than ``_BATCH_RECORDS`` records.
+When the privacy model offers prefix judgments (``GroupExtension.accepts_prefixes``: running
+sums along the order restarted at each start, the same floats as ``accepts``), the scan and the
+search past a stuck start ask those instead, judging every prefix of many starts in one step.
 """
 
 from __future__ import annotations
@@ -182,25 +185,35 @@ def greedy_partition(
     order of creation), -1 if suppressed. ``max_group > 0`` sets aside start records no group of
     at most that many records satisfies (see the module docstring). ``extension`` (the privacy
     model's optional fast path, :meth:`~cdpbench.plugin.PublishContext.extension`) judges the
-    leftovers to merge against all groups at once; it must judge as ``accepts`` does, so the
-    result is the same with or without it. Returns also counts for ``Publication.info``."""
+    leftovers to merge against all groups at once and, when it offers ``accepts_prefixes``, every
+    prefix of many starts at once in the scan (running sums restarted at each start); it must
+    judge as ``accepts`` does, so the result is the same with or without it. Returns also counts for ``Publication.info``."""
     order = np.asarray(order, dtype=np.int64)
     n = len(order)
     group = np.full(n, -1, dtype=np.int64)
     stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0, "set_aside": 0}
     members: list[np.ndarray] = []  # the rows of each group, in order of creation
     aside: list[int] = []  # start records set aside (max_group > 0)
+    prefixes = _prefix_judge(extension)
     start = 0
     while start < n:
         if max_group > 0:
-            size = _smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
+            if prefixes is not None:
+                size = _smallest_accepted_prefix_running(order[: min(n, start + max_group)], start, prefixes, accepts, window, stats)
+            else:
+                size = _smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
             if size == 0 and start + max_group < n:
                 # stuck: judge the next starts in blocks, every prefix up to max_group in one call
-                nxt, size = _first_unstuck_start(order, start + 1, accepts, max_group, stats)
+                if prefixes is not None:
+                    nxt, size = _first_unstuck_start_running(order, start + 1, prefixes, max_group, stats)
+                else:
+                    nxt, size = _first_unstuck_start(order, start + 1, accepts, max_group, stats)
                 aside.extend(int(r) for r in order[start:nxt])
                 start = nxt
                 if size == 0:
                     continue
+        elif prefixes is not None:
+            size = _smallest_accepted_prefix_running(order, start, prefixes, accepts, window, stats)
         else:
             size = _smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
@@ -267,6 +280,70 @@ def _first_unstuck_start(
             i = int(np.argmax(hit))
             return int(starts[i]), int(sizes[np.argmax(ok[i])])
         start = int(starts[-1]) + 1
+    return start, 0
+
+
+# accepts_prefixes(rows [B, L]) -> bool [B, L]: is the group rows[b, :l + 1] accepted
+PrefixJudge = Callable[[np.ndarray], np.ndarray]
+
+_RUNNING_BLOCK = 512  # most starts judged in one call of _first_unstuck_start_running
+
+
+def _prefix_judge(extension: ExtensionStart | None) -> PrefixJudge | None:
+    """The privacy model's running-sum judgment of all prefixes of many starts at once
+    (:meth:`~cdpbench.plugin.GroupExtension.accepts_prefixes` of an extension over no groups), or
+    ``None`` when the model offers none (the scan then asks ``accepts``)."""
+    if extension is None:
+        return None
+    empty = np.zeros(0, dtype=np.int64)
+    ext = extension(empty, empty, 0)
+    if ext is None or ext.accepts_prefixes(np.zeros((0, 1), dtype=np.int64)) is None:
+        return None
+    return ext.accepts_prefixes
+
+
+def _smallest_accepted_prefix_running(
+    order: np.ndarray, start: int, prefixes: PrefixJudge, accepts: GroupPredicate, window: int, stats: dict
+) -> int:
+    """:func:`_smallest_accepted_prefix` through the model's prefix judgment: all sizes ``1..hi``
+    of the start in one call (``hi`` starts at ``max(window, 32)`` and doubles while none is
+    accepted). The smallest accepted size does not depend on how the sizes are batched. Past
+    ``_BATCH_RECORDS`` sizes (a ``[hi, m]`` running sum would grow with the release) the search is
+    handed to the batched ``accepts`` path, which gives the same answer."""
+    remaining = len(order) - start
+    hi = min(max(window, 32), remaining)
+    while hi >= 1:
+        if hi > _BATCH_RECORDS:
+            return _smallest_accepted_prefix(order, start, accepts, window, stats)
+        stats["accepts_calls"] += 1
+        ok = np.asarray(prefixes(order[start : start + hi][None, :]), dtype=bool)[0]
+        if ok.any():
+            return int(np.argmax(ok)) + 1
+        if hi == remaining:
+            break
+        hi = min(2 * hi, remaining)
+    return 0
+
+
+def _first_unstuck_start_running(
+    order: np.ndarray, start: int, prefixes: PrefixJudge, max_group: int, stats: dict, block: int = 8
+) -> tuple[int, int]:
+    """:func:`_first_unstuck_start` through the model's prefix judgment: every prefix size
+    ``1..max_group`` of ``block`` starts in one call (the block doubles up to
+    ``_RUNNING_BLOCK`` while no start is unstuck). Same answer: the first unstuck start and its
+    smallest accepted size, or ``(s, 0)`` at the first ``s`` with ``s + max_group >= len(order)``."""
+    n = len(order)
+    offsets = np.arange(max_group, dtype=np.int64)
+    while start < n and start + max_group < n:
+        starts = np.arange(start, min(start + block, n - max_group), dtype=np.int64)
+        stats["accepts_calls"] += 1
+        ok = np.asarray(prefixes(order[starts[:, None] + offsets[None, :]]), dtype=bool)
+        hit = ok.any(axis=1)
+        if hit.any():
+            i = int(np.argmax(hit))
+            return int(starts[i]), int(np.argmax(ok[i])) + 1
+        start = int(starts[-1]) + 1
+        block = min(2 * block, _RUNNING_BLOCK)
     return start, 0
 
 
