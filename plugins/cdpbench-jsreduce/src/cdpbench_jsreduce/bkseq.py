@@ -446,7 +446,7 @@ def expected_process_counts(
     triples = np.zeros((C, m, m, m))
     quads = np.zeros((m, m, m, m))
 
-    def step(state, admit: bool, count: bool, t):
+    def step(state, admit: bool, count: bool):
         c1, c2, c3 = state
         r1 = c1[..., None] * t1  # [C, L, m]
         r2 = c2[..., None] * t2  # [C, L, L, m]
@@ -466,12 +466,12 @@ def expected_process_counts(
 
     state = (shares[:, None] * entry[:, :L], np.zeros((C, L, L)), np.zeros((C, L, L, L)))
     for _ in range(burn_in):
-        state, _ = step(state, True, False, None)
+        state, _ = step(state, True, False)
     cohort = state
     sizes, admitted = [], 0.0
     for t in range(1, views + 1):
-        state, leaving = step(state, True, histories and t >= 2, t)
-        cohort, _ = step(cohort, False, False, t)
+        state, leaving = step(state, True, histories and t >= 2)
+        cohort, _ = step(cohort, False, False)
         sizes.append(presence * (1.0 - leaving) + 2.0 * leaving)
         admitted += leaving
     survivors = sum(float(c.sum()) for c in cohort)
@@ -579,7 +579,6 @@ class BKseqModel:
         self.disease = _readonly(np.stack([weekly_disease_matrix(g) for g in range(N_SEQ_CLASSES)]))
         self._sv = bk_sv_table()
         shares, entry = class_entry()
-        self.entry = _readonly(self._sv.mean(axis=0))  # uniform QI: every BK_sv class has weight 1/18
         self._sv_cum = np.cumsum(self._sv, axis=1)
         t3 = transition_tensors(self.momentum, self.discharge)
         counts = expected_process_counts(t3, shares, entry, max(self.horizon, 2), self.presence)
