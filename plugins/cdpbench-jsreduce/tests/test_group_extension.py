@@ -1,8 +1,10 @@
-"""The greedy scan through the privacy model's prefix judgment (``GroupExtension.accepts_prefixes``:
-running sums along the Hilbert order restarted at each start) closes exactly the groups and sets
-aside exactly the records the scan through ``accepts`` does: on bkseq releases of the real Fig. 4
-pipeline (defender DK beliefs) and on random releases with random beliefs, every t-closeness
-ground distance, raw / zero beliefs and random parameters."""
+"""JS-reduce through the privacy model's running per-group statistics (``PrivacyModel.extension``):
+the leftover merge (``accepts_plus``: every group plus one record) and the scan and stuck-start
+search (``accepts_prefixes``: every prefix of many starts, running sums restarted at each start)
+close exactly the groups, set aside and place exactly the records the paths through ``accepts``
+do — on bkseq releases of the real Fig. 4 pipeline (defender DK beliefs) and on random releases
+with random beliefs, every t-closeness ground distance, raw / zero / point-mass beliefs and
+random parameters — and never ask ``accepts``."""
 
 from __future__ import annotations
 
@@ -36,37 +38,61 @@ def counting(accepts):
     return wrapped, calls
 
 
+def same_partition(order, accepts, extension, **opts):
+    """The partition through ``accepts`` and through ``extension`` (which must not ask ``accepts``)
+    are identical; returns the fast path's counts."""
+    old, old_stats = greedy_partition(order, accepts, **opts)
+    wrapped, calls = counting(accepts)
+    new, new_stats = greedy_partition(order, wrapped, extension=extension, **opts)
+    assert calls["n"] == 0, "the fast path never asks accepts"
+    np.testing.assert_array_equal(new, old)  # every group, and every suppressed row (-1)
+    for key in KEYS:
+        assert new_stats[key] == old_stats[key], key
+    return new_stats
+
+
+class NoPrefixes(GroupExtension):
+    """An extension that merges through running statistics but offers no prefix judgments."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def accepts_plus(self, row):
+        return self.inner.accepts_plus(row)
+
+    def add(self, g, row):
+        self.inner.add(g, row)
+
+
+def without_prefixes(start):
+    def old_contract(rows, segment, n_groups):
+        inner = start(rows, segment, n_groups)
+        return None if inner is None else NoPrefixes(inner)
+
+    return old_contract
+
+
 # ---------------------------------------------------------------------------- the real pipeline
-def test_prefix_scan_equals_accepts_scan_on_fig4_bkseq_releases(monkeypatch):
+def test_fast_paths_equal_accepts_on_fig4_bkseq_releases(monkeypatch):
     from hydra import compose, initialize_config_dir
 
     from cdpbench import runner
     from cdpbench.registry import register_configs
 
-    seen = {"releases": 0, "set_aside": 0, "groups": 0, "suppressed": 0}
+    seen = dict.fromkeys(("releases", "set_aside", "groups", "merged", "suppressed"), 0)
     real = js_reduce.greedy_partition
 
     def checking(order, accepts, *, extension=None, **params):
-        assert extension is not None and _prefix_judge(extension) is not None, "js_reduce offers prefix judgments"
-        assert params["max_group"] > 0
-        old, old_stats = real(order, accepts, **params)  # the scan (and merge) through accepts
-        wrapped, calls = counting(accepts)
-        new, new_stats = real(order, wrapped, extension=extension, **params)
-        assert calls["n"] == 0, "the fast path never asks accepts"
-        np.testing.assert_array_equal(new, old)  # every group, and every suppressed row (-1)
-        for key in KEYS:
-            assert new_stats[key] == old_stats[key], key
-        # the scan alone (suppress leftovers), where the merge cannot mask a difference
-        old_s, old_s_stats = real(order, accepts, **{**params, "leftovers": "suppress"})
-        new_s, new_s_stats = real(order, accepts, extension=extension, **{**params, "leftovers": "suppress"})
-        np.testing.assert_array_equal(new_s, old_s)
-        for key in KEYS:
-            assert new_s_stats[key] == old_s_stats[key], key
+        assert extension is not None and _prefix_judge(extension) is not None, "js_reduce offers both fast paths"
+        assert params["max_group"] > 0 and params["leftovers"] == "merge"
+        stats = same_partition(order, accepts, extension, **params)
+        same_partition(order, accepts, extension, **{**params, "leftovers": "suppress"})
         seen["releases"] += 1
-        seen["set_aside"] += new_stats["set_aside"]
-        seen["groups"] += new_stats["n_groups"]
-        seen["suppressed"] += new_stats["suppressed"]
-        return new, new_stats
+        seen["set_aside"] += stats["set_aside"]
+        seen["groups"] += stats["n_groups"]
+        seen["merged"] += stats["merged"]
+        seen["suppressed"] += stats["suppressed"]
+        return real(order, accepts, extension=extension, **params)
 
     monkeypatch.setattr(js_reduce, "greedy_partition", checking)
     register_configs()
@@ -82,7 +108,8 @@ def test_prefix_scan_equals_accepts_scan_on_fig4_bkseq_releases(monkeypatch):
         )
     runner.run_releases(cfg, runner.build(cfg), progress=False)
     assert seen["releases"] == 6
-    assert seen["set_aside"] > 0 and seen["groups"] > 0  # stuck starts and closed groups were exercised
+    # stuck starts, closed groups, merged and suppressed leftovers were all exercised
+    assert min(seen["set_aside"], seen["groups"], seen["merged"], seen["suppressed"]) > 0
 
 
 # ---------------------------------------------------------------------------- random releases
@@ -138,22 +165,22 @@ def contexts(release, prior, params):
     st.sampled_from([0, 1, 2, 5, 32]),
     st.sampled_from([1, 8]),
     st.sampled_from(["suppress", "merge"]),
+    st.booleans(),
 )
-def test_prefix_scan_equals_accepts_scan_on_random_beliefs(case, max_group, window, leftovers):
+def test_fast_paths_equal_accepts_on_random_beliefs(case, max_group, window, leftovers, prefixes):
+    """Both fast paths, or the merge alone (an extension without prefix judgments)."""
     release, prior, params = case
     ctx = contexts(release, prior, params)
     extension = ctx.extension(release)
     assert extension is not None and _prefix_judge(extension) is not None
-    order = hilbert_order(release)
-    accepts = ctx.predicate(release)
+    order, accepts = hilbert_order(release), ctx.predicate(release)
     opts = {"window": window, "leftovers": leftovers, "max_group": max_group}
-    old, old_stats = greedy_partition(order, accepts, **opts)
-    wrapped, calls = counting(accepts)
-    new, new_stats = greedy_partition(order, wrapped, extension=extension, **opts)
-    assert calls["n"] == 0
-    np.testing.assert_array_equal(new, old)
-    for key in KEYS:
-        assert new_stats[key] == old_stats[key], key
+    if prefixes:
+        same_partition(order, accepts, extension, **opts)
+    elif leftovers == "merge":  # an extension without prefix judgments only merges (the scan asks accepts)
+        old, _ = greedy_partition(order, accepts, **opts)
+        new, _ = greedy_partition(order, accepts, extension=without_prefixes(extension), **opts)
+        np.testing.assert_array_equal(new, old)
 
 
 @settings(max_examples=150, deadline=None)
@@ -181,19 +208,6 @@ def test_accepts_prefixes_equals_accepts_on_every_prefix(case, length, seed):
 
 
 # ---------------------------------------------------------------------------- the fallback
-class NoPrefixes(GroupExtension):
-    """An extension of an older contract: merges through running statistics, no prefix judgments."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def accepts_plus(self, row):
-        return self.inner.accepts_plus(row)
-
-    def add(self, g, row):
-        self.inner.add(g, row)
-
-
 def test_scan_falls_back_to_accepts_without_prefix_judgments():
     rng = np.random.default_rng(3)
     n, m = 300, 4
@@ -203,11 +217,7 @@ def test_scan_falls_back_to_accepts_without_prefix_judgments():
     prior = rng.dirichlet(np.full(m, 0.3), size=n)
     ctx = contexts(release, prior, {"k": 3, "t": 0.35, "j": 0.4})
     start = ctx.extension(release)
-
-    def old_contract(rows, segment, n_groups):
-        inner = start(rows, segment, n_groups)
-        return None if inner is None else NoPrefixes(inner)
-
+    old_contract = without_prefixes(start)
     assert GroupExtension().accepts_prefixes(np.zeros((0, 1), dtype=np.int64)) is None  # the default
     assert _prefix_judge(old_contract) is None and _prefix_judge(None) is None
     order = hilbert_order(release)
@@ -215,9 +225,27 @@ def test_scan_falls_back_to_accepts_without_prefix_judgments():
     opts = {"window": 8, "leftovers": "merge", "max_group": 8}
     old, old_stats = greedy_partition(order, accepts, **opts)
     wrapped, calls = counting(accepts)
-    new, new_stats = greedy_partition(order, wrapped, extension=old_contract, **opts)
+    new, _ = greedy_partition(order, wrapped, extension=old_contract, **opts)
     assert calls["n"] > 0  # the scan asked accepts
     np.testing.assert_array_equal(new, old)
     fast, _ = greedy_partition(order, accepts, extension=start, **opts)
     np.testing.assert_array_equal(fast, old)
-    assert old_stats["set_aside"] > 0 or old_stats["n_groups"] > 0
+    assert old_stats["set_aside"] > 0 and old_stats["n_groups"] > 0
+
+
+def test_extension_is_offered_only_by_models_that_have_one():
+    schema = Schema((NumericQI("x", 0, 9),), Sensitive("s", ("a", "b")))
+    release = schema.encode(pd.DataFrame({"id": range(6), "x": range(6), "s": list("ababab")}), 1)
+    prior = np.full((6, 2), 0.5)
+    mctx = ModelContext(schema, release.sensitive_distribution(), release=release, prior=prior)
+    for name, params, offered in (("k_anonymity", {"k": 2}, False), ("t_closeness", {"t": 0.5}, True), ("js_reduce", {}, True)):
+        model = REG.create("privacy_model", name, params)
+        ctx = PublishContext(model, mctx, History(), np.random.default_rng(0), prior)
+        assert (ctx.extension(release) is not None) == offered, name
+
+    class Judging(type(REG.create("privacy_model", "js_reduce", {}))):
+        def accepts(self, batch, ctx):  # a subclass that judges otherwise must not get the fast path
+            return super().accepts(batch, ctx) & False
+
+    ctx = PublishContext(Judging(), mctx, History(), np.random.default_rng(0), prior)
+    assert ctx.extension(release)(np.arange(6), np.repeat(np.arange(3), 2), 3) is None
