@@ -43,7 +43,7 @@ def test_plugins_lists_every_plugin_with_parameters(cli):
 
 
 def test_single_run_lands_in_mlflow_with_metrics_params_tags_artifacts(cli, mlflow_client):
-    cli(*SMALL, "privacy_model=l_diversity", "privacy_model.k=3", "tracking.experiment=e2e")
+    cli(*SMALL, "privacy_model=l_diversity", "privacy_model.k=3", "tracking.experiment=e2e", "tracking.plot=true")
     c = mlflow_client(cli.uri)
     (run,) = all_runs(c)
     assert run.info.status == "FINISHED"
@@ -65,6 +65,25 @@ def test_single_run_lands_in_mlflow_with_metrics_params_tags_artifacts(cli, mlfl
     table = pd.read_csv(c.download_artifacts(run.info.run_id, "metrics.csv"), index_col=0)
     assert table.index.tolist() == [1, 2, 3]
     assert table["gcp_norm"].tolist() == pytest.approx([v for _, v in hist["gcp_norm"]])
+    (folder,) = (cli.cwd / "outputs" / "runs").iterdir()
+    assert (folder / "mlflow_run_id").read_text() == run.info.run_id
+
+
+def test_a_run_without_tracking_is_recorded_later(cli, mlflow_client):
+    proc = cli(*SMALL, "tracking.enabled=false")
+    assert "not in MLflow" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (cli.cwd / "mlflow.db").exists()  # the store of the cli fixture was never opened
+    (folder,) = (cli.cwd / "outputs" / "runs").iterdir()
+    assert {"run.json", "config.yaml", "metrics.csv"} <= {f.name for f in folder.iterdir()}
+    assert not (folder / "metrics.png").exists()  # plots are opt-in (tracking.plot=true)
+    out = cli("record", str(folder), "--experiment", "later").stdout
+    c = mlflow_client(cli.uri)
+    (run,) = all_runs(c)
+    assert f"MLflow run {run.info.run_id} FINISHED" in out
+    assert run.info.status == "FINISHED" and c.get_experiment(run.info.experiment_id).name == "later"
+    assert [m.step for m in c.get_metric_history(run.info.run_id, "gcp_norm")] == [1, 2, 3]
+    assert {a.path for a in c.list_artifacts(run.info.run_id)} == {"config.yaml", "metrics.csv"}
+    assert "0 run(s) written" in cli("record", str(folder)).stderr  # once only
 
 
 @pytest.mark.parametrize(

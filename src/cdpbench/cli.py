@@ -53,19 +53,21 @@ class Outcome:
     """What a job returns to the launching process (picklable: it crosses process boundaries)."""
 
     status: str  # FINISHED or FAILED
-    run_id: str | None
+    folder: str  # the job's output folder, holding its run record
     error: str | None = None
 
 
 def task(cfg: DictConfig) -> Outcome:
-    """One job: build the components, run the releases, log everything to MLflow.
+    """One job: build the components, run the releases, leave the run's record and artifacts.
 
-    Never raises but for an interrupt: a failure marks the run FAILED with its one-line reason
-    (tag ``cdpbench.error``) and is returned, so that the launcher goes on with the other jobs.
+    The job never imports MLflow: its record (:mod:`cdpbench.record`) is written to MLflow by the
+    recorder process. Never raises but for an interrupt: a failure is recorded FAILED with its
+    one-line reason and returned, so that the launcher goes on with the other jobs.
     """
     from hydra.core.hydra_config import HydraConfig
 
     from . import launch, runner, tracking
+    from .record import FAILED, FINISHED, RunRecord
 
     try:
         hc = HydraConfig.get()
@@ -82,32 +84,37 @@ def task(cfg: DictConfig) -> Outcome:
         label = f"[{num + 1}/{sweep['jobs']}] {label}"
     if sweep.get("sweep_progress"):
         _quiet_console()  # the launching process draws one line for the whole sweep
-    tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(overrides)}
+    tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(overrides),
+            "cdpbench.config_hash": tracking.config_hash(cfg)}
     if num is not None:
         tags["cdpbench.job"] = str(num)
-    job = None
+    params = tracking.flatten(OmegaConf.to_container(cfg, resolve=True))
+    record = RunRecord(name, tags, params, job=num)
     try:
+        record.write(job_dir)
         comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
-        tags.update(plugin_tags(comp))
-        job = tracking.JobRun(cfg, tags, name, parent=sweep.get("parent_run_id"))
+        record.tags.update(plugin_tags(comp))
         show = bool(cfg.progress) and not sweep.get("sweep_progress")
-        table = runner.run_releases(cfg, comp, on_release=lambda t, row: job.log_metrics(row, t), progress=show, label=label)
+        table = runner.run_releases(cfg, comp, on_release=record.add_metrics, progress=show, label=label)
         with tempfile.TemporaryDirectory() as tmp:  # nothing lands unless the whole run succeeded
-            from . import plots
-
             tmpdir = Path(tmp)
             (tmpdir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
             table.to_csv(tmpdir / "metrics.csv")
-            plots.release_plot(table, tmpdir / "metrics.png", title=name)
-            job.log_artifacts(tmpdir)
-            for f in tmpdir.iterdir():
+            if cfg.tracking.get("plot"):
+                from . import plots
+
+                plots.release_plot(table, tmpdir / "metrics.png", title=name)
+            for f in sorted(tmpdir.iterdir()):
                 shutil.copy2(f, job_dir / f.name)
-        job.end("FINISHED")
-        log.info("MLflow run %s: %d releases", job.run_id, len(table))
-        return Outcome("FINISHED", job.run_id)
+                record.artifacts.append(f.name)
+        record.end(FINISHED)
+        record.write(job_dir)
+        log.info("run %s: %d releases, recorded in %s", name, len(table), job_dir)
+        return Outcome(FINISHED, str(job_dir))
     except KeyboardInterrupt:
-        if job is not None:
-            job.end("FAILED", "interrupted")
+        record.end(FAILED, "interrupted")
+        record.artifacts.clear()
+        _write_quietly(record, job_dir)
         raise
     except BaseException as e:  # noqa: BLE001 - a job's failure of any kind is reported, never raised
         if isinstance(e, CdpbenchError):
@@ -121,13 +128,19 @@ def task(cfg: DictConfig) -> Outcome:
             except OSError:
                 where = ""
             error = _one_line(f"run failed in {type(e).__name__}: {e}{where}")
-        try:
-            if job is None:  # failed before its run existed: record it so the sweep counts it
-                job = tracking.JobRun(cfg, tags, name, parent=sweep.get("parent_run_id"))
-            job.end("FAILED", error)
-        except Exception as track_error:  # the tracking store itself is unreachable
-            error += f" (and it could not be recorded in MLflow: {_one_line(str(track_error))})"
-        return Outcome("FAILED", job.run_id if job is not None else None, error)
+        record.end(FAILED, error)
+        record.artifacts.clear()
+        if not _write_quietly(record, job_dir):
+            error += f" (and its record could not be written in {job_dir})"
+        return Outcome(FAILED, str(job_dir), error)
+
+
+def _write_quietly(record, folder: Path) -> bool:
+    try:
+        record.write(folder)
+        return True
+    except OSError:
+        return False
 
 
 def plugin_tags(comp) -> dict[str, str]:
@@ -175,16 +188,16 @@ def check_plugin_overrides(argv: list[str]) -> None:
 class SweepProgress:
     """One line for a sweep whose jobs run elsewhere: jobs done / total, failures, elapsed, ETA.
 
-    Reads the children's states from the tracking store once a second (so it works for any
-    launcher), and prints each failed job's reason above the line as it happens.
+    Reads the jobs' run records in the sweep folder once a second (so it works for any launcher),
+    and prints each failed job's reason above the line as it happens.
     """
 
-    def __init__(self, sweep, total: int):
-        self.sweep = sweep
+    def __init__(self, folder: Path, total: int):
+        self.folder = folder
         self.total = total
         self.bar = None  # drawn once the first job has started, below the launcher's own lines
         self.started = time.time()
-        self.reported: set[str] = set()
+        self.reported: set[Path] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -193,26 +206,28 @@ class SweepProgress:
         while not self.stop.wait(1.0):
             try:
                 self.update()
-            except Exception:  # the store is busy: try again next second
+            except Exception:  # a record is being replaced: try again next second
                 pass
 
     def update(self) -> None:
-        children = self.sweep.children()
+        from .record import FINISHED, RUNNING, statuses
+
+        records = statuses(self.folder)
         if self.bar is None:
-            if not children:
+            if not records:
                 return
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=self.total, desc="sweep", unit="job", dynamic_ncols=True,
                             bar_format="{desc}: {n}/{total} jobs done{postfix} | {elapsed} elapsed, ETA {remaining}")
             self.bar.start_t = self.started
-        done = [c for c in children if c.info.status in ("FINISHED", "FAILED", "KILLED")]
-        failed = [c for c in done if c.info.status != "FINISHED"]
-        for c in failed:
-            if c.info.run_id not in self.reported:
-                self.reported.add(c.info.run_id)
-                self.bar.write(_failure_line(c), file=self.bar.fp)
-        state = [f"{len(children) - len(done)} running"] + ([f"{len(failed)} failed"] if failed else [])
+        done = {p: r for p, r in records.items() if r.status != RUNNING}
+        failed = {p: r for p, r in done.items() if r.status != FINISHED}
+        for p, r in failed.items():
+            if p not in self.reported:
+                self.reported.add(p)
+                self.bar.write(_failure_line(r.job, r.name, r.error or r.status), file=self.bar.fp)
+        state = [f"{len(records) - len(done)} running"] + ([f"{len(failed)} failed"] if failed else [])
         self.bar.set_postfix_str(", ".join(state), refresh=False)
         self.bar.n = len(done)
         self.bar.refresh()
@@ -228,14 +243,28 @@ class SweepProgress:
             self.bar.close()
 
 
-def _failure_line(run) -> str:
-    tags = run.data.tags
-    num = tags.get("cdpbench.job")
-    job = f"job {int(num) + 1}" if num is not None else "job"
-    return f"  {job} ({run.info.run_name}): {tags.get('cdpbench.error', run.info.status)}"
+def _failure_line(job: int | None, name: str, reason: str) -> str:
+    where = f"job {int(job) + 1}" if job is not None else "job"
+    return f"  {where} ({name}): {reason}"
 
 
 def run_hydra(argv: list[str]) -> int:
+    from .recorder import Recorder
+
+    # The recorder process imports MLflow (about 3 s of CPU here) on the other core while this one
+    # checks the command line and runs; it touches no store until opened, and is let go when the
+    # command is refused, read-only, or runs with tracking off.
+    read_only = any(a.split("=")[0] in ("--hydra-help", "--cfg", "-c", "--info", "-i", "--help", "-h") for a in argv)
+    untracked = any(re.fullmatch(r"\+{0,2}tracking\.enabled=(false|False)", a) for a in argv)
+    recorder = None if read_only or untracked else Recorder()
+    try:
+        return _run_checked(argv, recorder)
+    finally:
+        if recorder is not None and recorder.proc.returncode is None:
+            recorder.cancel()
+
+
+def _run_checked(argv: list[str], recorder) -> int:
     from hydra._internal.utils import get_args_parser
 
     from . import launch
@@ -261,29 +290,67 @@ def run_hydra(argv: list[str]) -> int:
         return 0
     plan = launch.prepare(hydra, args.overrides, args.multirun)
     if plan.multirun:
-        return run_sweep(hydra, plan)
-    ret = hydra.run(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
+        return run_sweep(hydra, plan, recorder)
+    return run_single(hydra, plan, recorder)
+
+
+def _open_recorder(recorder, plan, root: Path, folder: Path, sweep: dict | None):
+    """The recorder, opened on this run's or sweep's store; None (and cancelled) with tracking off."""
+    from . import tracking
+
+    cfg = plan.master
+    if not cfg.tracking.get("enabled", True):
+        if recorder is not None:
+            recorder.cancel()
+        return None
+    recorder.open(tracking.tracking_uri(cfg, root), str(cfg.tracking.experiment), root, folder, sweep)
+    return recorder
+
+
+def run_single(hydra, plan, recorder) -> int:
+    """One run; its record is written to MLflow by the recorder process beside it."""
+    from . import launch
+
+    root = Path.cwd()
+    folder = root / plan.output_dir
+    recorder = _open_recorder(recorder, plan, root, folder, None)
+    interrupted = True
+    try:
+        ret = hydra.run(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
+        interrupted = False
+    finally:
+        summary = recorder.finish(interrupted=interrupted) if recorder is not None else None
     outcome = ret.return_value
+    run_id = summary["runs"][0]["run_id"] if summary and summary["runs"] else None
+    where = f"MLflow run {run_id}" if run_id else f"record in {outcome.folder}"
     if outcome.status != "FINISHED":
-        raise CdpbenchError(f"{outcome.error} (MLflow run {outcome.run_id} marked FAILED)")
+        raise CdpbenchError(f"{outcome.error} ({where} marked FAILED)")
+    if recorder is None:
+        print(f"run: FINISHED, recorded in {outcome.folder} (tracking.enabled=false: not in MLflow; "
+              f"write it there with: cdpbench record {outcome.folder})", file=sys.stderr)
     return 0
 
 
-def run_sweep(hydra, plan) -> int:
+def run_sweep(hydra, plan, recorder) -> int:
     """Launch every job of the sweep; a failed job never stops the others. Exit 1 listing the
     failed jobs, and the parent run FAILED, when any failed."""
     from . import launch, tracking
 
     root = Path.cwd()
     line = plan.progress and plan.launcher != "basic"
-    sweep = tracking.SweepRun(plan, plan.master, root, sweep_progress=line)
+    folder = tracking.write_sweep_file(plan, root, sweep_progress=line)
+    total = len(plan.jobs)
+    sweep = {"jobs": total, "name": f"{plan.preset or 'sweep'} ({folder.name})",
+             "tags": {"cdpbench.overrides": " ".join(plan.overrides), "cdpbench.jobs": str(total)}}
+    recorder = _open_recorder(recorder, plan, root, folder, sweep)
     bar = None
     interrupted = True
     crash: BaseException | None = None
     try:
         if line:
-            bar = SweepProgress(sweep, len(plan.jobs))
-        hydra.multirun(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
+            bar = SweepProgress(folder, total)
+        with launch.batches_already_checked():
+            hydra.multirun(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
         interrupted = False
     except KeyboardInterrupt:
         raise
@@ -292,19 +359,60 @@ def run_sweep(hydra, plan) -> int:
     finally:
         if bar is not None:
             bar.close()
-        failed, missing = sweep.finish(interrupted=interrupted)
-    total = len(plan.jobs)
+        summary = recorder.finish(interrupted=interrupted) if recorder is not None else None
+    if summary is None:
+        summary = _unrecorded_summary(folder, total)
+    runs, missing = summary["runs"], summary["missing"]
+    failed = [r for r in runs if r["status"] != "FINISHED"]
+    parent = summary.get("parent_run_id")
+    where = f"MLflow parent run {parent}" if parent else f"records in {folder}, not in MLflow (tracking.enabled=false)"
     if not failed and not missing and crash is None:
-        print(f"sweep: {total} jobs FINISHED (MLflow parent run {sweep.run_id})", file=sys.stderr)
+        print(f"sweep: {total} jobs FINISHED ({where})", file=sys.stderr)
         return 0
-    lines = [f"error: {len(failed) + missing} of {total} jobs failed; MLflow parent run {sweep.run_id} marked FAILED"]
-    lines += [_failure_line(r) for r in failed]
+    marked = f"MLflow parent run {parent} marked FAILED" if parent else where
+    lines = [f"error: {len(failed) + missing} of {total} jobs failed; {marked}"]
+    lines += [_failure_line(r["job"], r["name"], r["error"] or r["status"]) for r in failed]
     if missing:
         lines.append(f"  {missing} job(s) never started")
     if crash is not None:
         lines.append(f"  the launcher stopped: {_one_line(f'{type(crash).__name__}: {crash}')}")
     print("\n".join(lines), file=sys.stderr)
     return 1
+
+
+def _unrecorded_summary(folder: Path, total: int) -> dict:
+    """The recorder's summary, from the records alone (tracking off)."""
+    from .record import FAILED, RUNNING, statuses
+
+    runs = []
+    for rec in statuses(folder).values():
+        status = FAILED if rec.status == RUNNING else rec.status
+        runs.append({"job": rec.job, "name": rec.name, "run_id": None, "status": status,
+                     "error": rec.error or ("the job did not end" if rec.status == RUNNING else None)})
+    runs.sort(key=lambda r: r["job"] or 0)
+    return {"parent_run_id": None, "runs": runs, "missing": max(total - len(runs), 0)}
+
+
+def record_command(argv: list[str]) -> int:
+    """``cdpbench record FOLDER [--experiment NAME]``: write the run records under FOLDER (a run's
+    or a sweep's output folder) that are not in MLflow yet, e.g. runs made with tracking off."""
+    import argparse
+
+    from . import tracking
+    from .recorder import record_folder
+
+    parser = argparse.ArgumentParser(prog="cdpbench record", description=record_command.__doc__)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--experiment", default="cdpbench")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        raise CdpbenchError(f"record: {args.folder} is not a folder")
+    root = Path.cwd()
+    runs = record_folder(args.folder, tracking.tracking_uri(root=root), args.experiment, root)
+    for r in runs:
+        print(f"{r['name']}: MLflow run {r['run_id']} {r['status']}")
+    print(f"record: {len(runs)} run(s) written to experiment {args.experiment!r}", file=sys.stderr)
+    return 0
 
 
 def _interrupt(signum, frame):  # SIGTERM ends a run like Ctrl-C: runs are marked, not left RUNNING
@@ -332,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
             from .report import report_command
 
             return report_command(argv[1:])
+        if argv[:1] == ["record"]:
+            return record_command(argv[1:])
         return run_hydra(argv)
     except CdpbenchError as e:
         print(f"error: {e}", file=sys.stderr)

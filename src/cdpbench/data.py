@@ -231,13 +231,14 @@ class Publication:
         """A readable table: one row per published record, generalized QIs as strings."""
         s = self.schema
         out: dict[str, Any] = {"group": self.group}
-        for j, a in enumerate(s.qi):
-            lo, hi = self.low[self.group, j], self.high[self.group, j]
+        for j, a in enumerate(s.qi):  # one label per group, then one lookup per record
+            lo, hi = self.low[:, j], self.high[:, j]
             if a.kind == "numeric":
-                out[a.name] = [f"{x:g}" if x == y else f"[{x:g}-{y:g}]" for x, y in zip(lo, hi)]
+                labels = [f"{x:g}" if x == y else f"[{x:g}-{y:g}]" for x, y in zip(lo, hi)]
             else:
                 vals = np.asarray(a.values, dtype=object)
-                out[a.name] = [vals[int(x)] if x == y else "{" + ",".join(vals[int(x) : int(y) + 1]) + "}" for x, y in zip(lo, hi)]
+                labels = [vals[int(x)] if x == y else "{" + ",".join(vals[int(x) : int(y) + 1]) + "}" for x, y in zip(lo, hi)]
+            out[a.name] = np.asarray(labels, dtype=object)[self.group] if len(labels) else np.empty(0, dtype=object)
         out[s.sensitive.name] = np.asarray(s.sensitive.values, dtype=object)[self.sensitive]
         out["counterfeit"] = self.counterfeit
         return pd.DataFrame(out)

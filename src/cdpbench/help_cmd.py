@@ -25,9 +25,10 @@ examples:
 
 results: one MLflow run per job (a sweep: a parent run with one child per job) in
   $MLFLOW_TRACKING_URI, else sqlite:///$PWD/outputs/mlflow.db (browse it with
-  mlflow ui --backend-store-uri sqlite:///$PWD/outputs/mlflow.db); each job's config.yaml,
-  metrics.csv and metrics.png also in outputs/runs/ (a sweep: outputs/multirun/); reports in
-  outputs/reports/.
+  mlflow ui --backend-store-uri sqlite:///$PWD/outputs/mlflow.db); each job's run.json,
+  config.yaml and metrics.csv (metrics.png with tracking.plot=true) also in outputs/runs/ (a
+  sweep: outputs/multirun/); reports in outputs/reports/.
+  tracking.enabled=false keeps MLflow out of the run; cdpbench record FOLDER writes it later.
 
 Hydra: cdpbench --hydra-help lists Hydra's own flags; cdpbench --cfg job [OVERRIDES...] prints
   the composed config without running anything."""

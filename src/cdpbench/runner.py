@@ -3,7 +3,7 @@
 ``dataset.releases() -> for t = 1..T``: defender prior (if the anonymizer asks for one) ->
 ``anonymizer.publish`` -> the declared privacy model re-verifies the publication (violations are
 a metric, never hidden) -> every attacker observes the public view -> every metric -> one row of
-numbers per release, logged to MLflow with ``step = t``.
+numbers per release, recorded (MLflow ``step = t``) by :mod:`cdpbench.recorder`.
 
 Randomness: one :class:`numpy.random.SeedSequence` from ``cfg.seed`` is split into independent
 streams for the data set, the anonymizer, each attacker and the metrics, so the same config and

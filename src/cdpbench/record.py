@@ -1,0 +1,86 @@
+"""Run records: what a job leaves in its folder for the recorder to write to MLflow.
+
+A job never imports MLflow (importing it takes about 2 s here, more than most jobs' work). It
+writes ``run.json`` in its output folder instead: its name, tags, parameters, one row of metrics
+per release with the time it was measured, its status and, when it failed, the one-line reason.
+The file is written when the job starts (status ``RUNNING``) and replaced, atomically, when it
+ends (``FINISHED`` or ``FAILED``); the artifacts it lists are in the same folder.
+
+:mod:`cdpbench.recorder` reads these files, in a process of its own that runs beside the jobs, and
+writes them to MLflow. A record still ``RUNNING`` when its sweep is over belongs to a job that
+never ended (its worker died, or the sweep was interrupted): it is recorded ``FAILED`` with that
+reason, so no MLflow run is ever left ``RUNNING``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD_FILE = "run.json"
+RECORDED_FILE = "mlflow_run_id"  # written beside run.json once the run is in MLflow
+RUNNING, FINISHED, FAILED = "RUNNING", "FINISHED", "FAILED"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class RunRecord:
+    """One job's run, as MLflow will hold it."""
+
+    name: str
+    tags: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    #: one entry per release: ``[step, timestamp_ms, {metric: value}]``
+    metrics: list[list[Any]] = field(default_factory=list)
+    status: str = RUNNING
+    error: str | None = None
+    artifacts: list[str] = field(default_factory=list)
+    start_time: int = field(default_factory=now_ms)
+    end_time: int | None = None
+    job: int | None = None  # the job's number in its sweep (0-based), None for a single run
+
+    def add_metrics(self, step: int, row: dict[str, float]) -> None:
+        self.metrics.append([int(step), now_ms(), {k: float(v) for k, v in row.items() if v is not None}])
+
+    def end(self, status: str, error: str | None = None) -> None:
+        self.status, self.error, self.end_time = status, error, now_ms()
+
+    def write(self, folder: Path) -> Path:
+        """Write (or replace) ``folder/run.json`` atomically: a reader sees the old or the new file."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / RECORD_FILE
+        tmp = folder / f".{RECORD_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> RunRecord:
+        data = json.loads(Path(path).read_text())
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def find(folder: Path) -> list[Path]:
+    """Every run record under ``folder`` (a run's folder, or a sweep's with one folder per job)."""
+    folder = Path(folder)
+    if (folder / RECORD_FILE).exists():
+        return [folder / RECORD_FILE]
+    return sorted(folder.glob(f"*/{RECORD_FILE}"))
+
+
+def statuses(folder: Path) -> dict[Path, RunRecord]:
+    """The records under ``folder`` that can be read now (one being replaced is read next time)."""
+    out = {}
+    for path in find(folder):
+        try:
+            out[path] = RunRecord.read(path)
+        except (OSError, ValueError, TypeError):
+            continue
+    return out

@@ -1,0 +1,217 @@
+"""The recorder: one process per run or sweep that writes the jobs' run records to MLflow.
+
+Jobs write :mod:`cdpbench.record` files and never import MLflow. The launching process starts
+the recorder (``python -m cdpbench.recorder``) as soon as the command line has been checked, so
+that importing MLflow and opening its store (about 2.5 s here) overlap with the jobs instead of
+delaying each of them. The recorder
+
+1. opens the store, the experiment and, for a sweep, the parent run (``RUNNING`` while the
+   sweep runs);
+2. writes every job's run to MLflow as soon as its record is final: parameters, tags, one
+   metric row per release (``step`` = release), the artifacts of a FINISHED run, the status and
+   the reason of a FAILED one;
+3. when the launching process says ``END`` (or goes away), records what is left: a record still
+   ``RUNNING`` becomes a FAILED run with the reason (the worker died, or the sweep was
+   interrupted), and ends the parent run, FAILED with the count of failed jobs when any failed;
+4. prints one JSON line: the parent run id and every job's run id, status and reason.
+
+It ignores Ctrl-C (the launching process tells it to finish), so nothing is left ``RUNNING``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from .errors import CdpbenchError
+from .record import (
+    FAILED,
+    FINISHED,
+    RECORDED_FILE,
+    RUNNING,
+    RunRecord,
+    now_ms,
+    statuses,
+)
+
+ERROR_TAG = "cdpbench.error"
+DIED = "the job did not end: its worker process died, or was stopped when another one died"
+INTERRUPTED = "the job did not end: the sweep was interrupted"
+
+
+# ------------------------------------------------------------------------- in the recorder
+def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str | None = None,
+           commit: str | None = None, reason: str = DIED) -> tuple[str, str, str | None]:
+    """Write one record to MLflow as a run; returns (run id, status, reason)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    status, error = record.status, record.error
+    if status not in (FINISHED, FAILED):
+        status, error = FAILED, reason
+    tags = dict(record.tags)
+    if parent:
+        tags["mlflow.parentRunId"] = parent
+        tags["cdpbench.sweep_id"] = parent
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    if error:
+        tags[ERROR_TAG] = error[:5000]
+    run_id = c.create_run(experiment_id, start_time=record.start_time, run_name=record.name).info.run_id
+    tag_items = [RunTag(k, str(v)) for k, v in tags.items()]
+    params = [Param(k, str(v)[:6000]) for k, v in record.params.items()]
+    metrics = [Metric(k, v, ts, step) for step, ts, row in record.metrics for k, v in row.items()]
+    for i in range(0, max(len(tag_items), len(params), 1), 100):
+        c.log_batch(run_id, params=params[i : i + 100], tags=tag_items[i : i + 100])
+    for i in range(0, len(metrics), 1000):  # MLflow takes 1,000 entities per batch
+        c.log_batch(run_id, metrics=metrics[i : i + 1000])
+    if status == FINISHED:
+        for name in record.artifacts:
+            c.log_artifact(run_id, str(folder / name))
+    c.set_terminated(run_id, status, end_time=record.end_time or now_ms())
+    (folder / RECORDED_FILE).write_text(run_id)
+    return run_id, status, error
+
+
+def _stdin_lines(q: queue.Queue) -> None:
+    for line in sys.stdin:
+        q.put(line.strip())
+    q.put("EOF")
+
+
+def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
+    """Record the runs under ``header['folder']`` until told to end; returns the summary."""
+    from . import tracking
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    root = Path(header["root"])
+    folder = Path(header["folder"])
+    c = tracking.client(header["uri"])
+    exp = tracking.experiment_id(c, header["experiment"], root)
+    commit = tracking.git_commit(root)
+    sweep = header.get("sweep")
+    parent = None
+    if sweep:
+        tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"]}
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
+    done: dict[Path, dict[str, Any]] = {}
+
+    def record_final(reason: str | None) -> None:
+        for path, rec in statuses(folder).items():
+            if path in done or (rec.status == RUNNING and reason is None):
+                continue
+            run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
+            done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error}
+
+    end = None
+    while end is None:
+        try:
+            cmd = commands.get(timeout=0.5)
+        except queue.Empty:
+            cmd = None
+        if cmd in ("END", "END interrupted", "EOF"):
+            end = cmd
+        record_final(None)
+    interrupted = end != "END"
+    record_final(INTERRUPTED if interrupted else DIED)
+    runs = sorted(done.values(), key=lambda r: (r["job"] is None, r["job"] or 0))
+    failed = [r for r in runs if r["status"] != FINISHED]
+    missing = max(int(sweep["jobs"]) - len(runs), 0) if sweep else 0
+    if parent:
+        c.set_tag(parent, "cdpbench.failed_jobs", str(len(failed) + missing))
+        ok = not failed and not missing and not interrupted
+        c.set_terminated(parent, FINISHED if ok else FAILED)
+    return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": header["uri"]}
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launching process decides when to end
+    # Import MLflow while the launching process checks the command line; touch no store until told.
+    import mlflow.entities
+    import mlflow.store.tracking.sqlalchemy_store
+    import mlflow.tracking  # noqa: F401
+
+    line = sys.stdin.readline()
+    if not line.strip():  # cancelled: the command was refused, or tracking is off
+        return 0
+    header = json.loads(line)
+    commands: queue.Queue = queue.Queue()
+    threading.Thread(target=_stdin_lines, args=(commands,), daemon=True).start()
+    summary = serve(header, commands)
+    print(json.dumps(summary), flush=True)
+    sys.stderr.flush()
+    # Every write is committed; skip the interpreter's teardown of MLflow's modules (about 1 s),
+    # which the launching process would otherwise wait for.
+    os._exit(0)
+
+
+# ------------------------------------------------------------------ in the launching process
+class Recorder:
+    """The launching process's handle on its recorder process.
+
+    :meth:`start` spawns it at once, so that it imports MLflow while the command line is checked;
+    :meth:`open` gives it the store, experiment and folder once the command has been accepted
+    (nothing is created before); :meth:`cancel` lets it go without touching any store.
+    """
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "cdpbench.recorder"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.folder: Path | None = None
+
+    def open(self, uri: str, experiment: str, root: Path, folder: Path, sweep: dict[str, Any] | None = None) -> None:
+        self.folder = Path(folder).resolve()
+        header = {"uri": uri, "experiment": experiment, "root": str(Path(root).resolve()), "folder": str(self.folder),
+                  "sweep": sweep, "start_time": now_ms()}
+        self.proc.stdin.write(json.dumps(header) + "\n")
+        self.proc.stdin.flush()
+
+    def cancel(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+    def finish(self, interrupted: bool = False) -> dict[str, Any]:
+        """Tell the recorder to end, wait for it, and return its summary. Ctrl-C is ignored
+        meanwhile (in the main thread): the recorder is writing the runs' final states."""
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            out, err = self.proc.communicate("END interrupted\n" if interrupted else "END\n")
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+        lines = out.strip().splitlines()
+        if self.proc.returncode != 0 or not lines:
+            reason = next((ln for ln in reversed(err.strip().splitlines()) if ln.strip()), "it stopped")
+            raise CdpbenchError(f"the runs could not be written to MLflow ({reason.strip()}); their results are in "
+                                f"{self.folder}; write them later with: cdpbench record {self.folder}")
+        return json.loads(lines[-1])
+
+def record_folder(folder: Path, uri: str, experiment: str, root: Path) -> list[dict[str, Any]]:
+    """``cdpbench record``: write every record under ``folder`` not yet in MLflow."""
+    from . import tracking
+
+    c = tracking.client(uri)
+    exp = tracking.experiment_id(c, experiment, root)
+    commit = tracking.git_commit(root)
+    out = []
+    for path, rec in statuses(folder).items():
+        if (path.parent / RECORDED_FILE).exists():
+            continue
+        run_id, status, error = ingest(c, exp, path.parent, rec, None, commit, DIED)
+        out.append({"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error})
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
