@@ -277,12 +277,22 @@ def prepare(hydra, overrides: list[str], multirun: bool) -> Plan:
 
     for o in parse_overrides(hydra, overrides):
         check_override(o)
+    master = None
     if not multirun:
+        # One composition in the common case; Hydra's get_mode (a composition of its own) only
+        # when this one fails or a preset sets hydra.mode=MULTIRUN.
         try:
-            multirun = hydra.get_mode(CONFIG_NAME, list(overrides)) == RunMode.MULTIRUN
-        except Exception:
-            pass  # composition errors are reported, in one line, below
-    master = compose(hydra, overrides, multirun=multirun)
+            master = compose(hydra, overrides)
+        except CdpbenchError:
+            master = None
+        if master is None or master.hydra.get("mode") == RunMode.MULTIRUN:
+            try:
+                multirun = hydra.get_mode(CONFIG_NAME, list(overrides)) == RunMode.MULTIRUN
+            except Exception:
+                pass  # composition errors are reported, in one line, below
+            master = None
+    if master is None:
+        master = compose(hydra, overrides, multirun=multirun)
     check_config(master)
     preset = master.hydra.runtime.choices.get("experiment")
     if multirun:

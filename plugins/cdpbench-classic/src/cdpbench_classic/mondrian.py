@@ -93,18 +93,31 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
     domain = np.array([float(t.size) if t is not None else a.width for a, t in zip(schema.qi, taxonomies)])
     label_base = max([2] + [t.size for t in taxonomies if t is not None])
 
+    # One integer code per QI value: a numeric column's dense value rank (values sort as their
+    # ranks do, so medians, minima and maxima are found on ranks), a categorical column's leaf.
+    codes = np.empty((n, d), dtype=np.int32)
+    values: dict[int, np.ndarray] = {}  # numeric column -> its distinct values, by rank
+    for j, tax in enumerate(taxonomies):
+        if tax is None:
+            values[j], inverse = np.unique(qi[:, j], return_inverse=True)
+            codes[:, j] = inverse.reshape(-1)
+        else:
+            codes[:, j] = qi[:, j]
+
     final = np.full(n, -1, dtype=np.int64)
     n_final = 0
     rows = np.arange(n, dtype=np.int64)  # active records; each partition is a contiguous block
+    # their codes, kept in the order of ``rows``: gathering them from the previous level's array,
+    # where each child's records lie close together, is far cheaper than from the whole table
+    Z = codes
     starts = np.zeros(1, dtype=np.int64)  # block starts
     while len(starts):
         stats["levels"] += 1
         P = len(starts)
         sizes = np.diff(np.append(starts, len(rows)))
         part = np.repeat(np.arange(P), sizes)  # partition of each active position
-        X = qi[rows]
-        lo = np.minimum.reduceat(X, starts, axis=0) if d else np.zeros((P, 0))
-        hi = np.maximum.reduceat(X, starts, axis=0) if d else np.zeros((P, 0))
+        lo = np.minimum.reduceat(Z, starts, axis=0) if d else np.zeros((P, 0), dtype=np.int32)
+        hi = np.maximum.reduceat(Z, starts, axis=0) if d else np.zeros((P, 0), dtype=np.int32)
 
         # normalized widths (choose_dimension) and, per categorical column, the covering level
         width = np.zeros((P, d))
@@ -112,7 +125,7 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
         for j, tax in enumerate(taxonomies):
             if tax is None:
                 if domain[j] > 0:
-                    width[:, j] = (hi[:, j] - lo[:, j]) / domain[j]
+                    width[:, j] = (values[j][hi[:, j]] - values[j][lo[:, j]]) / domain[j]
             else:
                 level, c_lo, c_hi = tax.covering_range(lo[:, j].astype(np.int64), hi[:, j].astype(np.int64))
                 width[:, j] = (c_hi - c_lo + 1) / domain[j]
@@ -138,14 +151,18 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
                 sel = dim_of == j
                 if not sel.any():
                     continue
-                v = X[pos[sel], j]
+                v = Z[pos[sel], j]
                 if taxonomies[j] is None:
-                    label[sel] = _median_side(v, p_of[sel])
+                    label[sel] = _median_side(v, p_of[sel], len(values[j]))
                 else:
                     level = cover_level[j][p_of[sel]]
                     label[sel] = taxonomies[j].node_of_leaf[level - 1, v.astype(np.int64)]
-            child_key, segment = np.unique(p_of * label_base + label, return_inverse=True)
-            segment = segment.reshape(-1)
+            # the children present, numbered in (partition, label) order: a counting pass, no sort
+            key = p_of * label_base + label
+            present = np.bincount(key, minlength=P * label_base).astype(bool)
+            child_key = np.flatnonzero(present)
+            child_number = np.cumsum(present) - 1
+            segment = child_number[key]
             n_children = len(child_key)
             stats["accepts_calls"] += 1
             ok = np.asarray(accepts(rows[pos], segment, n_children), dtype=bool)
@@ -171,7 +188,8 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
         keep = child_of_pos >= 0
         cid = child_of_pos[keep]
         order = np.argsort(cid, kind="stable")
-        rows = rows[keep][order]
+        take = np.flatnonzero(keep)[order]
+        rows, Z = rows[take], Z[take]
         cid = cid[order]
         starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]]) if len(cid) else np.empty(0, dtype=np.int64)
 
@@ -183,10 +201,11 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
     return rank[final], stats
 
 
-def _median_side(v: np.ndarray, seg: np.ndarray) -> np.ndarray:
+def _median_side(v: np.ndarray, seg: np.ndarray, n_ranks: int) -> np.ndarray:
     """Strict median split of each segment (``seg`` non-decreasing; every segment holds at least two
-    distinct values): 0 = left side, 1 = right side; see the module docstring for the rule."""
-    order = np.lexsort((v, seg))
+    distinct values): 0 = left side, 1 = right side; see the module docstring for the rule.
+    ``v``: dense value ranks in ``[0, n_ranks)`` (they split as the values do)."""
+    order = np.argsort(seg * n_ranks + v)  # by segment, then value; equal values are interchangeable
     vs = v[order]
     starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
     counts = np.diff(np.append(starts, len(seg)))
