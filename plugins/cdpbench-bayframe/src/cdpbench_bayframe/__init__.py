@@ -1,0 +1,1 @@
+"""cdpbench plugin: BayFrame (TDP 2019)."""
