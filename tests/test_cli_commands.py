@@ -187,6 +187,8 @@ def sweep_store(tmp_path_factory):
             c.log_param(run.info.run_id, "privacy_model.k", str(k))
             for step in (1, 2, 3):
                 c.log_metric(run.info.run_id, "x.gain_rho", k / 10 + step / 100, step=step)
+                c.log_metric(run.info.run_id, "gcp", 100 * k + step, step=step)
+                c.log_metric(run.info.run_id, "rl", 1000 - 10 * k - step, step=step)
             c.set_terminated(run.info.run_id, "FAILED" if k in failed else "FINISHED")
         c.set_terminated(parent, "FINISHED")
         return parent
@@ -236,6 +238,22 @@ def test_report_against_a_parameter_uses_finished_runs_only(report):
     out, summary, folder = report("--against", "privacy_model.k")
     assert "left out 1 run" in out and len(summary) == 2
     assert (folder / "gain_rho_vs_privacy_model.k.png").exists()
+
+
+def test_report_ru_map_pairs_loss_and_risk_per_release(report, sweep_store):
+    from mlflow.tracking import MlflowClient
+
+    from cdpbench.report import _histories, _ru_points
+
+    out, summary, folder = report("--ru")
+    assert (folder / "ru_gcp_rl.png").stat().st_size > 0 and len(summary) == 2
+    c = MlflowClient(tracking_uri=sweep_store["uri"])
+    runs = [r for r in c.search_runs([sweep_store["exp"]]) if r.info.run_name == "k5"]
+    points = _ru_points(runs, {r.info.run_id: _histories(c, r) for r in runs}, {runs[0].info.run_id: "k5"}, "rl", "gcp")
+    x, y = points["k5"]
+    assert x.tolist() == [949, 948, 947] and y.tolist() == [501, 502, 503]
+    with pytest.raises(CdpbenchError, match="--risk/--loss"):
+        report("--ru", "--risk", "nothing")
 
 
 def test_report_without_finished_runs_is_a_one_line_error(report, sweep_store):

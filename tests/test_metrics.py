@@ -537,6 +537,24 @@ def test_belief_hand_computed(table):
     assert set(out) == {"bk.gain_rho", "bk.gain_g", "bk.confidence", "bk.single_value_share"}  # no posterior, no keys
 
 
+def test_belief_over_records_whose_value_was_not_given(table):
+    """AttackResult.given (e.g. BayFrame's compromised records): the gains are also reported over
+    the other records only (BayFrame Fig. 4b)."""
+    pub = Publication.from_partition(table, np.array(AB))
+    attack = posterior_for(
+        [6, 99, 4, 1, 3, 2],
+        [[0.5, 0.0, 0.5], [1, 0, 0], [0, 0, 1], [0.8, 0.2, 0], [1 / 3, 1 / 3, 1 / 3], [0.7, 0.3, 0]],
+    )
+    attack.given = np.array([False, True, True, False, False, False])  # 99 is not published
+    out = BeliefMetrics().compute(ctx_of(table, pub, {"bk": attack}))
+    # as in test_belief_hand_computed, without r4 (given): rho terms .6, -.4, 0, -.5; G .6 .4 0 .5
+    assert out["bk.gain_rho"] == pytest.approx((0.6 - 0.4 + 0 + 1 - 0.5) / 5)
+    assert out["bk.gain_rho_unknown"] == pytest.approx((0.6 - 0.4 + 0 - 0.5) / 4)
+    assert out["bk.gain_g_unknown"] == pytest.approx((0.6 + 0.4 + 0 + 0.5) / 4)
+    assert out["bk.confidence_unknown"] == pytest.approx((0.8 + 0.3 + 1 / 3 + 0) / 4)
+    assert out["bk.given_share"] == pytest.approx(1 / 5)
+
+
 def test_belief_full_groups_large_shares_and_counterfeits(table):
     # group {1, 3}: both flu, m = |Q|: rho term 0, G = |1 - p|
     pub = Publication.from_partition(table, np.array([0, -1, 0, -1, -1, -1]))

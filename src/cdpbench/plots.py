@@ -59,3 +59,20 @@ def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def scatter_plot(points: dict[str, tuple[pd.Series, pd.Series]], xlabel: str, ylabel: str, path: Path, title: str = "") -> Path:
+    """One series of points per configuration (e.g. an R-U map: one point per release)."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    cmap = plt.get_cmap("tab10")
+    markers = "osD^v<>ph*"
+    for i, (label, (x, y)) in enumerate(sorted(points.items())):
+        ax.scatter(x.values, y.values, label=label, color=cmap(i % 10), marker=markers[i % len(markers)], s=22, alpha=0.8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path

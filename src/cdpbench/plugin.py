@@ -145,6 +145,9 @@ class AttackResult:
     respondent: np.ndarray
     posterior: np.ndarray | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    #: optional bool per entry of ``respondent``: the adversary was GIVEN that respondent's value
+    #: (e.g. a compromised record); belief metrics then also report over the others only
+    given: np.ndarray | None = None
 
 
 @dataclass

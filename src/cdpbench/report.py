@@ -31,6 +31,10 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--metric", default="gain_rho", help="metric key, or a suffix such as gain_rho (matches snapshot.gain_rho)")
     ap.add_argument("--against", metavar="PARAM", help="plot the metric's mean over releases against this swept "
                     "parameter (e.g. privacy_model.j, metrics.query_error.selectivity), one line per other configuration")
+    ap.add_argument("--ru", action="store_true", help="an R-U map instead: one point per release and one series per run, "
+                    "information loss (--loss, default gcp) against disclosure risk (--risk, default rl); BayFrame Figs. 7/8")
+    ap.add_argument("--loss", default="gcp", help="--ru: the information-loss metric (y axis)")
+    ap.add_argument("--risk", default="rl", help="--ru: the disclosure-risk metric (x axis)")
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
     ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
@@ -59,7 +63,11 @@ def report_command(argv: list[str]) -> int:
     out = args.out or Path.cwd() / "outputs" / "reports" / (parent or name)
     out.mkdir(parents=True, exist_ok=True)
     metric_file = args.metric.replace("/", "_")
-    if args.against:
+    if args.ru:
+        points = _ru_points(runs, histories, labels, args.risk, args.loss)
+        png = plots.scatter_plot(points, args.risk, args.loss, out / f"ru_{args.loss}_{args.risk}.png",
+                                 title=f"R-U map: {args.loss} against {args.risk}, one point per release — {name}")
+    elif args.against:
         series = _against(runs, histories, args.metric, args.against)
         png = plots.lines_plot(series, f"mean {args.metric} over releases", out / f"{metric_file}_vs_{args.against}.png",
                                title=f"{args.metric} against {args.against} — {name}", xlabel=args.against)
@@ -74,6 +82,21 @@ def report_command(argv: list[str]) -> int:
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
     print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
     return 0
+
+
+def _ru_points(runs, histories, labels, risk: str, loss: str) -> dict[str, tuple[pd.Series, pd.Series]]:
+    """Per run: (risk, loss) per release, matched on the release; runs lacking either are left out."""
+    points = {}
+    for r in runs:
+        hist = histories[r.info.run_id]
+        x_keys, y_keys = _matching(hist, risk), _matching(hist, loss)
+        if len(x_keys) != 1 or len(y_keys) != 1:
+            continue
+        x, y = hist[x_keys[0]].align(hist[y_keys[0]], join="inner")
+        points[labels[r.info.run_id]] = (x, y)
+    if not points:
+        raise CdpbenchError(f"no run has exactly one metric matching {risk!r} and one matching {loss!r} (--risk/--loss)")
+    return points
 
 
 def browse_hint(uri: str, experiment_id: str) -> str:

@@ -23,6 +23,11 @@ group's values). Averaged over those records:
 
 Posteriors are matched to records by respondent id; records whose respondent the attacker gives
 no posterior for are left out (every value is NaN when none is left).
+
+When the attack marks respondents whose value it was given (``AttackResult.given``, e.g.
+BayFrame's compromised records, Def. 4), the same three beliefs are also reported over the other
+records only (``gain_rho_unknown``, ``gain_g_unknown``, ``confidence_unknown``; BayFrame Fig. 4b)
+with ``given_share``, the share of records whose value was given.
 """
 
 from __future__ import annotations
@@ -37,6 +42,12 @@ KEYS = ("gain_rho", "gain_g", "confidence", "single_value_share")
 
 def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray]:
     """``(p, a)`` for the published real records the attack has a posterior for."""
+    p, a, _ = _beliefs_with_rows(publication, attack)
+    return p, a
+
+
+def _beliefs_with_rows(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(p, a, rows)``: as :func:`true_value_beliefs`, with each record's row in the attack's result."""
     real = ~publication.counterfeit
     resp = publication.respondent[real]
     s = publication.sensitive[real]
@@ -50,7 +61,7 @@ def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[
     counts = publication.group_counts()
     sizes = publication.group_sizes()
     a = counts[grp[found], s[found]] / sizes[grp[found]]
-    return p, a
+    return p, a, rows
 
 
 def gains(p: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +78,8 @@ class BeliefMetrics(Metric):
 
     Keys, for every attacker label ``L`` whose result has a posterior: ``L.gain_rho``,
     ``L.gain_g``, ``L.confidence`` and ``L.single_value_share`` (the share of records with
-    ``a = 1``, which count 0 in ``gain_rho``; module docstring).
+    ``a = 1``, which count 0 in ``gain_rho``; module docstring); with ``given`` marked, also
+    ``L.given_share`` and the three beliefs over the other records (``..._unknown``).
     """
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
@@ -75,7 +87,7 @@ class BeliefMetrics(Metric):
         for label, attack in ctx.attacks.items():
             if attack.posterior is None:
                 continue
-            p, a = true_value_beliefs(ctx.publication, attack)
+            p, a, rows = _beliefs_with_rows(ctx.publication, attack)
             if len(p) == 0:
                 out.update({f"{label}.{key}": np.nan for key in KEYS})
                 continue
@@ -84,4 +96,10 @@ class BeliefMetrics(Metric):
             out[f"{label}.gain_g"] = float(g.mean())
             out[f"{label}.confidence"] = float(p.mean())
             out[f"{label}.single_value_share"] = float(np.mean(a >= 1.0))
+            if attack.given is not None:
+                given = np.asarray(attack.given, dtype=bool)[rows]
+                rest = ~given
+                out[f"{label}.given_share"] = float(given.mean())
+                for key, v in (("gain_rho", rho), ("gain_g", g), ("confidence", p)):
+                    out[f"{label}.{key}_unknown"] = float(v[rest].mean()) if rest.any() else np.nan
         return out

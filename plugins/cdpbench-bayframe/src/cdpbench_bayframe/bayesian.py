@@ -1,0 +1,374 @@
+"""BayFrame's Bayesian estimator of posterior beliefs PB^sv (Amiri et al., TDP 2019, §4.3.1).
+
+Inside a QI-group Q with |Q| = n tuples and n respondents V_Q, a *permutation* pm_l is a one-to-one
+assignment of the tuples to the respondents (the paper's bijection S_Q → V_Q; the n! permutations
+are counted with duplicates when values repeat). Its confidence degree is
+cd_l = Σ_{v ∈ V_Q} RPD^sv(v, s(pm_l^{-1}(v))). The adversary's 3-step procedure (§4.3.1):
+
+1. the observation is the permutation of maximum confidence degree, u = argmax_l cd_l, and
+   X ~ Multinomial(1, θ_0..θ_q) takes the value x = e_u (q + 1 = n! outcomes);
+2. Def. 1 / Eq. 1 with a Dirichlet(a_0..a_q) prior: E(θ_l) = (a_l + x_l) / (Σ_k a_k + 1);
+3. Eq. 2: PB(v, s) = Σ_{l: pm_l gives v a tuple of value s} E(θ_l).
+
+Posterior-based cascading (§4.4.2, Def. 6, Example 4) sets a_l = a + Σ CR(v, s) over the
+"matchings" (v, s) — compromised-record entries (Def. 4) with CR(v, s) > RPD(v, s) — for which pm_l
+gives v a tuple of value s. A certain entry, CR(v, s) = 1 (§4.4), removes v and one tuple of value
+s from Q; the rest is estimated as a group of its own and v's posterior is one-hot on s.
+
+Closed form (DESIGN.md §5, specs/bayframe.md §1.8). Counting permutations instead of enumerating
+the n! of them, with n_s the number of tuples of value s and M the matchings:
+
+    P(i→j) ∝ a(n−1)! + [u(i)=j] + Σ_{(v,s,CR)∈M} CR·((n−1)!·[s(j)=s] if v = i
+                                                     else (n−2)!·(n_s − [s(j)=s])),
+    normalizer a·n! + 1 + Σ_{(v,s,CR)∈M} CR·n_s·(n−1)!.
+
+Divided by (n−1)! (so 1/(n−1)! is the only factorial left; it underflows harmlessly to 0 for large
+groups) and summed over the tuples of each value t (m_t of them), with C[i, s] the total matched
+confidence of respondent i on value s and K[s] = Σ_{v ∈ V_Q} C[v, s]:
+
+    p(i, t) = ( m_t·(a + C[i,t] + (X_i − K[t] + C[i,t]) / (n−1)) + [s(u(i)) = t] / (n−1)! )
+              / ( a·n + 1/(n−1)! + Σ_s K[s]·m_s ),        X_i = Σ_s (K[s] − C[i,s])·m_s.
+
+It needs, per respondent, only the *value* of the tuple u assigns it; O(n·m) per group after the
+matching, every group of a publication in one pass of segment sums. u itself is a maximum-weight
+perfect matching (Hungarian algorithm, scipy's ``linear_sum_assignment``), one call per group.
+
+Readings chosen where the paper is silent or inconsistent (specs/bayframe.md §1.2, §1.7):
+
+* **Ties in u.** When *every* permutation has the same cd (e.g. Table 8: the respondents of a
+  t1 group share one PD_sv row) the observation carries no information: x = 0, so
+  E(θ_l) = a_l / Σ_k a_l (Def. 1 with zero trials). Without compromised records this is the uniform
+  posterior over tuples, 1/n each — exactly Table 8. (With matchings the Dirichlet parameters still
+  carry the CR knowledge; the brief asked for "uniform", which is the same thing when M is empty.)
+  All permutations of a complete bipartite graph tie iff w[i,j] − w[i,0] − w[0,j] + w[0,0] = 0 for
+  all i, j (relative tolerance 1e-9). Other ties (Example 2: pm0 and pm1) are broken by relabelling
+  rows and columns at random with the run's generator before the Hungarian call: a maximal
+  matching chosen at random, *not* uniformly among all maximal ones.
+* **Normalization (Table 9, default on).** Before computing u and the tests CR > RPD, each
+  respondent's prior row is restricted to the values present in its group and renormalized; a row
+  with no mass on them is uniform over them. Off, the raw weights are used as given.
+* **Def. 6 with Example 4's rule.** An entry with CR = RPD is dropped. If some entry of v on a
+  value of S_Q has CR < RPD, *all* of v's given entries are dropped and the remainder
+  1 − Σ(given CR of v on values of S_Q) is spread over the values of S_Q without an entry,
+  proportionally to RPD over them (renormalized; uniformly if they have no RPD mass). Then only
+  entries with CR > RPD count. Entries on values absent from Q never matter (n_s = 0).
+* **u under cascading** is the RPD-based u of Example 2 (spec §1.7 item 4).
+* n = 1: the respondent owns the single tuple (one-hot); ``weights=None`` is a uniform prior, so
+  every permutation ties and the posterior is the group's frequencies m_s/n.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from cdpbench.errors import DataError, require
+from cdpbench.plugin import Estimator
+
+_TIE_RTOL = 1e-9  # relative tolerance of "every permutation ties"
+_EQUAL = 1e-12  # absolute slack of CR = RPD (Def. 6) and of CR = 1 (certain)
+
+
+class CompromisedRecords(NamedTuple):
+    """Compromised-record knowledge CR(v, s, t_i) (Def. 4) for one publication: entry ``k`` says the
+    adversary links the respondent of input row ``row[k]`` to sensitive value ``value[k]`` with
+    confidence ``confidence[k]`` in [0, 1]. At most one entry per (row, value); the confidences of one
+    row sum to at most 1. A plain 3-tuple of arrays in this order is accepted as well."""
+
+    row: np.ndarray
+    value: np.ndarray
+    confidence: np.ndarray
+
+
+# ---------------------------------------------------------------------------- step 1: u
+def _max_weight_matching(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """u[i] = tuple of respondent i in a maximum-weight perfect matching of ``w`` (n x n), after a
+    random relabelling of rows and columns (a maximal matching chosen at random, not uniformly)."""
+    from scipy.optimize import linear_sum_assignment  # here, not at import: plugin discovery stays fast
+
+    n = w.shape[0]
+    row_label, column_label = rng.permutation(n), rng.permutation(n)
+    rows, columns = linear_sum_assignment(w[np.ix_(row_label, column_label)], maximize=True)
+    u = np.empty(n, dtype=np.int64)
+    u[row_label[rows]] = column_label[columns]
+    return u
+
+
+def observed_assignment(w: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+    """The observed permutation u of §4.3.1 step 1 for one group, or ``None`` when every permutation
+    has the same confidence degree (then x = 0; see the module docstring).
+
+    ``w[i, j]`` is the weight RPD(i, s(j)) of respondent i for tuple j (n x n). Returns ``u`` with
+    ``u[i]`` = the tuple of respondent i in a maximum-weight perfect matching, i.e. a permutation of
+    maximum cd = Σ_i w[i, u(i)]; ties are broken by a random relabelling with ``rng`` (a maximal
+    matching chosen at random, not uniformly among all maximal ones). A 1 x 1 ``w`` has a single
+    permutation, hence ``None``.
+    """
+    w = np.asarray(w, dtype=float)
+    if w.ndim != 2 or w.shape[0] != w.shape[1]:
+        raise DataError(f"w must be a square (respondents x tuples) matrix; got shape {w.shape}")
+    if w.size == 0:
+        return None
+    deviation = w - w[:, :1] - w[:1, :] + w[0, 0]  # 0 everywhere iff all permutations tie
+    if np.abs(deviation).max() <= _TIE_RTOL * np.abs(w).max():
+        return None
+    return _max_weight_matching(w, rng)
+
+
+# ---------------------------------------------------------------------------- RPD over the group
+def group_restricted_prior(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """``[N, m]`` prior rows restricted to the values present in each respondent's group and
+    renormalized (Table 9, Example 3); ``present[i, s]`` says whether value s is published in the
+    group of row i. A row without mass on its group's values is uniform over them."""
+    restricted = np.where(present, weights, 0.0)
+    total = restricted.sum(axis=1, keepdims=True)
+    uniform = present / np.maximum(present.sum(axis=1, keepdims=True), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, restricted / total, uniform)
+
+
+# ---------------------------------------------------------------------------- Def. 6
+def compromised_matchings(prior: np.ndarray, present: np.ndarray, compromised: CompromisedRecords) -> np.ndarray:
+    """``[N, m]`` matched confidence C[i, s]: the CR of the matchings (Def. 6 with Example 4's rule).
+
+    ``prior`` holds the RPD rows the tests CR > RPD compare with (normalized or not), ``present`` the
+    values S_Q of each row's group. Per respondent v: an entry with CR = RPD is dropped; if some
+    entry on a value of S_Q has CR < RPD, all of v's given entries are dropped and the remainder
+    1 − Σ(given CR on S_Q) goes to the values of S_Q without an entry, proportionally to RPD over
+    them; then entries with CR > RPD are the matchings. Certain entries (CR = 1) are removed by
+    :func:`bayesian_posterior` beforehand; here they would be ordinary entries.
+    """
+    row, value, confidence = (np.asarray(x) for x in compromised)
+    N, m = prior.shape
+    C = np.zeros((N, m))
+    if len(row) == 0:
+        return C
+    rpd = prior[row, value]
+    in_group = present[row, value]
+    contradicted = np.zeros(N, dtype=bool)  # some CR(v, s) < RPD(v, s) on a value of S_Q
+    contradicted[row[in_group & (confidence < rpd - _EQUAL)]] = True
+    given = np.zeros((N, m))
+    given[row[in_group], value[in_group]] = confidence[in_group]
+    has_entry = np.zeros((N, m), dtype=bool)
+    has_entry[row, value] = True
+    # Example 4: the remainder 1 − Σ given CR, spread over the values of S_Q without an entry
+    remainder = np.maximum(1.0 - given.sum(axis=1), 0.0)
+    free = present & ~has_entry
+    free_prior = np.where(free, prior, 0.0)
+    free_total = free_prior.sum(axis=1, keepdims=True)
+    free_uniform = free / np.maximum(free.sum(axis=1, keepdims=True), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(free_total > 0, free_prior / free_total, free_uniform)
+    stated = np.where(contradicted[:, None], remainder[:, None] * share, given)
+    return np.where(present & (stated > prior + _EQUAL), stated, 0.0)
+
+
+# ---------------------------------------------------------------------------- steps 2-3: closed form
+def _segment_sum(values: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
+    """``[n_groups, m]`` sums of the rows of ``values`` [N, m] per group."""
+    m = values.shape[1]
+    flat = (segment[:, None] * m + np.arange(m)).ravel()
+    return np.bincount(flat, weights=values.ravel(), minlength=n_groups * m).reshape(n_groups, m)
+
+
+def closed_form_posterior(
+    counts: np.ndarray, segment: np.ndarray, observed_value: np.ndarray, matched: np.ndarray, a: float = 1.0
+) -> np.ndarray:
+    """``[N, m]`` posterior PB (Eq. 2) of every respondent, in closed form (module docstring).
+
+    ``counts[g, s]`` = number of tuples of value s in group g (n_s); row ``i`` is a respondent of
+    group ``segment[i]``; ``observed_value[i]`` = s(u(i)), the value of the tuple the observed
+    permutation u gives respondent i, or −1 in a group where every permutation ties (x = 0);
+    ``matched[i, s]`` = total CR of i's matchings on value s (Def. 6); ``a`` = the common Dirichlet
+    parameter. The number of respondents of each group must equal its number of tuples.
+    """
+    from scipy.special import gammaln
+
+    counts = np.asarray(counts, dtype=float)
+    segment = np.asarray(segment, dtype=np.int64)
+    observed_value = np.asarray(observed_value, dtype=np.int64)
+    N, G = len(segment), counts.shape[0]
+    sizes = counts.sum(axis=1)
+    count = counts[segment]  # m_t of the respondent's group
+    n = sizes[segment]
+    column = _segment_sum(matched, segment, G)  # K[s]
+    matched_mass = (column * counts).sum(axis=1)  # Σ_s K[s]·m_s
+    others = matched_mass[segment] - (matched * count).sum(axis=1)  # X_i
+    pairs = np.maximum(n - 1.0, 1.0)[:, None]
+    numerator = count * (a + matched + (others[:, None] - column[segment] + matched) / pairs)
+    observed = observed_value >= 0
+    inverse_factorial = np.where(observed, np.exp(-gammaln(np.maximum(n, 1.0))), 0.0)  # 1/(n−1)!
+    rows = np.flatnonzero(observed)
+    numerator[rows, observed_value[rows]] += inverse_factorial[rows]
+    denominator = a * n + inverse_factorial + matched_mass[segment]
+    posterior = numerator / denominator[:, None]
+    single = n == 1  # one respondent, one tuple (the formula agrees; kept exact)
+    posterior[single] = count[single]
+    return posterior if N else np.zeros((0, counts.shape[1]))
+
+
+# ---------------------------------------------------------------------------- whole publication
+def _check_compromised(compromised, N: int, m: int) -> CompromisedRecords:
+    row, value, confidence = (np.asarray(x).ravel() for x in compromised)
+    if not (len(row) == len(value) == len(confidence)):
+        raise DataError(
+            f"compromised row, value, confidence must have equal lengths; got {len(row)}, {len(value)}, {len(confidence)}"
+        )
+    row, value, confidence = row.astype(np.int64), value.astype(np.int64), confidence.astype(float)
+    if len(row) and (row.min() < 0 or row.max() >= N):
+        raise DataError(f"compromised row must index the input rows 0..{N - 1}")
+    if len(value) and (value.min() < 0 or value.max() >= m):
+        raise DataError(f"compromised value must be a sensitive code 0..{m - 1}")
+    if not np.isfinite(confidence).all() or (confidence < 0).any() or (confidence > 1).any():
+        raise DataError("compromised confidence must lie in [0, 1]")
+    if len(np.unique(row * m + value)) != len(row):
+        raise DataError("compromised must hold at most one entry per (row, value)")
+    if (np.bincount(row, weights=confidence, minlength=N) > 1 + 1e-9).any():
+        raise DataError("compromised confidences of one row must sum to at most 1")
+    return CompromisedRecords(row, value, confidence)
+
+
+def bayesian_posterior(
+    weights: np.ndarray | None,
+    sensitive: np.ndarray,
+    segment: np.ndarray,
+    n_groups: int,
+    n_values: int,
+    *,
+    a: float = 1.0,
+    normalize: bool = True,
+    rng: np.random.Generator,
+    compromised: CompromisedRecords | tuple | None = None,
+) -> np.ndarray:
+    """``[N, m]`` BayFrame posteriors PB^sv (§4.3.1, Eq. 2) for every group of a publication at once.
+
+    Row ``i`` is a respondent of group ``segment[i]`` with prior (RPD^sv) ``weights[i]`` over the
+    ``n_values`` sensitive values (``None``: uniform); the group's published multiset is
+    ``sensitive[segment == g]``. ``a`` is the common Dirichlet parameter, ``normalize`` restricts the
+    priors to each group's values (Table 9), ``rng`` breaks ties in u. ``compromised`` (optional,
+    :class:`CompromisedRecords` or a 3-tuple ``(row, value, confidence)``) applies posterior-based
+    cascading (§4.4.2): certain entries (CR = 1) remove the respondent and one tuple of its value,
+    the others go through Def. 6. Rows of the result sum to 1.
+    """
+    segment = np.asarray(segment, dtype=np.int64)
+    sensitive = np.asarray(sensitive, dtype=np.int64)
+    N, m, G = len(segment), int(n_values), int(n_groups)
+    if sensitive.shape != (N,):
+        raise DataError(f"sensitive must have one value per row of segment ({N}); got shape {sensitive.shape}")
+    if N == 0:
+        return np.zeros((0, m))
+    if weights is None:
+        weights = np.ones((N, m))
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != (N, m):
+        raise DataError(f"weights must have shape (n, n_values) = ({N}, {m}); got {weights.shape}")
+    if not np.isfinite(weights).all() or (weights < 0).any():
+        raise DataError("weights must be finite and non-negative")
+    counts = np.bincount(segment * m + sensitive, minlength=G * m).reshape(G, m)
+    entries = _check_compromised(compromised if compromised is not None else ((), (), ()), N, m)
+
+    # §4.4: a certain entry moves its respondent and one tuple of its value to a group of their own
+    certain = entries.confidence >= 1.0 - _EQUAL
+    certain_row, certain_value = entries.row[certain], entries.value[certain]
+    removed = np.bincount(segment[certain_row] * m + certain_value, minlength=G * m).reshape(G, m)
+    if (removed > counts).any():
+        raise DataError("a certain compromised entry (CR = 1) names a value with no tuple left in its group")
+    counts = np.vstack([counts - removed, np.eye(m, dtype=np.int64)[certain_value]])
+    segment = segment.copy()
+    segment[certain_row] = G + np.arange(len(certain_row))
+    G += len(certain_row)
+    uncertain = ~certain & ~np.isin(entries.row, certain_row)
+    entries = CompromisedRecords(*(x[uncertain] for x in entries))
+
+    present = counts[segment] > 0  # S_Q of each respondent's group
+    prior = group_restricted_prior(weights, present) if normalize else weights
+    matched = compromised_matchings(prior, present, entries)
+
+    # u: groups where every permutation ties get none; the others one Hungarian call each
+    sizes = counts.sum(axis=1)
+    order = np.argsort(segment, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    reference_row = order[np.minimum(starts, N - 1)][segment]  # first respondent of the group
+    reference_value = np.argmax(counts > 0, axis=1)[segment]  # a value present in the group
+    index = np.arange(N)
+    deviation = (
+        prior
+        - prior[index, reference_value][:, None]
+        - prior[reference_row]
+        + prior[reference_row, reference_value][:, None]
+    )
+    deviation = np.where(present, np.abs(deviation), 0.0).max(axis=1)
+    scale = np.where(present, np.abs(prior), 0.0).max(axis=1)
+    group_deviation, group_scale = np.zeros(G), np.zeros(G)
+    np.maximum.at(group_deviation, segment, deviation)
+    np.maximum.at(group_scale, segment, scale)
+    all_tie = group_deviation <= _TIE_RTOL * group_scale
+    observed_value = np.full(N, -1, dtype=np.int64)
+    values = np.arange(m)
+    for g in np.flatnonzero((sizes >= 2) & ~all_tie):
+        members = order[starts[g] : starts[g] + sizes[g]]
+        tuple_value = np.repeat(values, counts[g])
+        u = _max_weight_matching(prior[np.ix_(members, tuple_value)], rng)
+        observed_value[members] = tuple_value[u]
+    return closed_form_posterior(counts, segment, observed_value, matched, a)
+
+
+# ---------------------------------------------------------------------------- the plugin
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass
+class BayesianParams:
+    a: float = field(default=1.0, metadata={"help": "common Dirichlet parameter a_l of Def. 1 (> 0; the paper uses 1)"})
+    normalize: bool = field(
+        default=True,
+        metadata={"help": "restrict each prior row to the values of its QI-group and renormalize (Table 9)"},
+    )
+    seed: int = field(
+        default=0, metadata={"help": "seed of the generator breaking ties among maximal permutations (>= 0)"}
+    )
+
+    def __post_init__(self) -> None:
+        require(_is_number(self.a) and self.a > 0, "a", "a finite number > 0", self.a)
+        require(isinstance(self.normalize, bool), "normalize", "true or false", self.normalize)
+        require(
+            isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
+            "seed",
+            "an integer >= 0",
+            self.seed,
+        )
+
+
+class BayesianEstimator(Estimator):
+    """BayFrame's Bayesian estimator (§4.3.1, Eq. 2), exact for any group size in closed form."""
+
+    Params = BayesianParams
+
+    def __init__(self, params: BayesianParams | None = None):
+        super().__init__(params)
+        self.rng = np.random.default_rng(self.params.seed)
+
+    def posterior(
+        self,
+        weights: np.ndarray | None,
+        sensitive: np.ndarray,
+        segment: np.ndarray,
+        n_groups: int,
+        n_values: int,
+        compromised: CompromisedRecords | tuple | None = None,
+    ) -> np.ndarray:
+        return bayesian_posterior(
+            weights,
+            sensitive,
+            segment,
+            n_groups,
+            n_values,
+            a=self.params.a,
+            normalize=self.params.normalize,
+            rng=self.rng,
+            compromised=compromised,
+        )

@@ -1,0 +1,259 @@
+"""BayFrame's background knowledge and its revision (Amiri et al., TDP 2019, §4.3, Eqs. 3–4).
+
+The knowledge keeps, per respondent, the posterior beliefs PB computed on the publications it
+appeared in (the last two, with their release times) and the last prior it was given. For the
+records of a new release T_i, :meth:`BayFrameKnowledge.prior` returns the revised prior
+RPD(v, s, t_i):
+
+* a respondent never seen: PD_sv, the prior given its QI (``sv``: the data set's ground-truth
+  model ``release.truth["model"].bk_sv`` (bkseq), the ``kernel`` knowledge plugin (Li et al.'s
+  estimate mined from the table, through the registry: the choice for Adult, where "PD_sv is
+  extracted as in JS-reduce"), or ``uniform``);
+* a respondent published in T_{i-1}: Eq. 3 with ``steps = d``. The paper's literal reading
+  (``revision="literal"``, §4.3): only the OLDEST posterior of the window enters, chained through
+  the correlation model,
+
+      d = 1:  RPD(v, s) = Σ_a PB(v, a, t_{i-1}) · PD1_cor(s | a)
+      d = 2:  RPD(v, s) = Σ_{a,b} PB(v, a, t_{i-2}) · PD1_cor(b | a) · PD2_cor(s | a, b)
+
+  (Eq. 4: PD^{d'}_cor for the intermediate steps is approximated by PD1_cor). ``d = 2`` needs the
+  respondent in T_{i-2} as well; one published in T_{i-1} only is revised with ``d = 1``.
+  ``revision="product"`` uses JS-reduce's revision instead (§5.3 there): every posterior of the
+  window enters, RPD(v, s) = Σ_{a,b} PB(v, a, t_{i-2}) · PB(v, b, t_{i-1}) · PD2_cor(s | a, b).
+* a respondent seen before but absent from T_{i-1}: "the last computed RPD" (§4.3), i.e. the last
+  prior it was given (PD_sv if it was never revised).
+
+Correlation knowledge (``correlation``): ``model`` — the data set's exact weekly tables
+(``model.bk_seq(j)``, by transition class when the model has ``n_seq_classes``, conditioned on
+the value being observed when the model says how likely that is, ``model.observed``: the
+respondent is known to be in the release); ``uniform`` — every transition 1/m (the paper's Adult
+setting: Adult has no sequential knowledge, so a returning respondent's RPD is uniform).
+
+Rows are normalized to sum 1; a row that sums to 0 (every history its posterior allows is one
+the model never produces) falls back to PD_sv. Works with any data set; ``sv="model"`` and
+``correlation="model"`` need one that exposes a ground-truth model (bkseq).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cdpbench.data import PublicView, Release
+from cdpbench.errors import DataError, require
+from cdpbench.plugin import Knowledge
+from cdpbench.registry import default_registry
+
+SV = ("model", "kernel", "uniform")
+CORRELATION = ("model", "uniform")
+REVISION = ("literal", "product")
+
+
+@dataclass
+class BayFrameKnowledgeParams:
+    steps: int = field(default=1, metadata={"help": "d of Eq. 3: 1 (FDTMM, 1-step PD_cor) or 2 (SDTMM, 2-step)"})
+    revision: str = field(
+        default="literal",
+        metadata={"help": "'literal' (Eq. 3-4: oldest posterior chained through PD1_cor) or 'product' "
+                  "(JS-reduce's product of the window's posteriors)"},
+    )
+    sv: str = field(
+        default="model",
+        metadata={"help": "PD_sv of new respondents: 'model' (data set's ground truth), 'kernel' (mined from the table), 'uniform'"},
+    )
+    correlation: str = field(
+        default="model", metadata={"help": "PD_cor: 'model' (data set's exact weekly tables) or 'uniform' (the paper's Adult setting)"}
+    )
+    bandwidth: float = field(default=0.3, metadata={"help": "sv=kernel: the kernel knowledge's bandwidth B"})
+
+    def __post_init__(self) -> None:
+        require(
+            isinstance(self.steps, int) and not isinstance(self.steps, bool) and self.steps in (1, 2),
+            "steps", "1 or 2", self.steps,
+        )
+        require(self.revision in REVISION, "revision", "'literal' or 'product'", self.revision)
+        require(self.sv in SV, "sv", "'model', 'kernel' or 'uniform'", self.sv)
+        require(self.correlation in CORRELATION, "correlation", "'model' or 'uniform'", self.correlation)
+        require(isinstance(self.bandwidth, (int, float)) and self.bandwidth > 0, "bandwidth", "a number > 0", self.bandwidth)
+
+
+class Memory:
+    """Per respondent: the posteriors of its last two publications with their times, and the last
+    prior it was given. Ids are kept sorted; rows grow as new respondents appear."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.ids = np.empty(0, dtype=np.int64)
+        self.post = np.zeros((0, 2, m))  # [:, 0] the last posterior, [:, 1] the one before
+        self.time = np.full((0, 2), np.iinfo(np.int64).min // 2, dtype=np.int64)
+        self.prior = np.zeros((0, m))
+        self.has_prior = np.zeros(0, dtype=bool)
+
+    def rows(self, ids: np.ndarray, add: bool = False) -> np.ndarray:
+        """Row of each id (-1 when unknown; with ``add``, unknown ids get new rows)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if add:
+            new = np.setdiff1d(ids, self.ids)
+            if len(new):
+                merged = np.concatenate([self.ids, new])
+                order = np.argsort(merged, kind="stable")
+                grow = len(new)
+                self.ids = merged[order]
+                self.post = np.concatenate([self.post, np.zeros((grow, 2, self.m))])[order]
+                self.time = np.concatenate([self.time, np.full((grow, 2), np.iinfo(np.int64).min // 2)])[order]
+                self.prior = np.concatenate([self.prior, np.zeros((grow, self.m))])[order]
+                self.has_prior = np.concatenate([self.has_prior, np.zeros(grow, dtype=bool)])[order]
+        if len(self.ids) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.where(self.ids[pos] == ids, pos, -1)
+
+
+class BayFrameKnowledge(Knowledge):
+    """RPD (BayFrame Eqs. 3–4): PD_sv for new respondents, the d-step revision of their posteriors, the last RPD when absent."""
+
+    Params = BayFrameKnowledgeParams
+
+    def __init__(self, params: BayFrameKnowledgeParams | None = None):
+        super().__init__(params)
+        self.memory: Memory | None = None
+        self._kernel = None
+        self._tables: dict[int, list[np.ndarray]] = {}
+
+    # -- sources ------------------------------------------------------------------------------
+    def model(self, release: Release) -> Any:
+        model = (release.truth or {}).get("model")
+        if model is None:
+            raise DataError(
+                "knowledge 'bayframe': sv=model and correlation=model need the data set's ground-truth model "
+                "(release.truth['model']; the 'bkseq' data set has one); for other data sets use "
+                "knowledge.sv=kernel (or uniform) and knowledge.correlation=uniform"
+            )
+        if len(model.values) != release.n_values:
+            raise DataError(f"knowledge 'bayframe': the model knows {len(model.values)} sensitive values, "
+                            f"the release has {release.n_values}")
+        return model
+
+    def sv_prior(self, release: Release) -> np.ndarray:
+        """PD_sv ``[n, m]`` of every record of ``release``."""
+        n, m = len(release), release.n_values
+        if self.params.sv == "uniform":
+            return np.full((n, m), 1.0 / m)
+        if self.params.sv == "kernel":
+            if self._kernel is None:
+                self._kernel = default_registry().create("knowledge", "kernel", {"bandwidth": self.params.bandwidth},
+                                                         "knowledge.sv")
+            return np.asarray(self._kernel.prior(release), dtype=float)
+        prior = np.asarray(self.model(release).bk_sv(release.qi), dtype=float)
+        if prior.shape != (n, m):
+            raise DataError(f"knowledge 'bayframe': model.bk_sv returned shape {prior.shape}, expected {(n, m)}")
+        return prior
+
+    def classes(self, release: Release) -> np.ndarray:
+        if self.params.correlation == "model":
+            model = self.model(release)
+            if int(getattr(model, "n_seq_classes", 1)) > 1:
+                return np.asarray(model.seq_class(release.qi), dtype=np.int64)
+        return np.zeros(len(release), dtype=np.int64)
+
+    def tables(self, release: Release, cls: int) -> list[np.ndarray]:
+        """``[PD1_cor, PD2_cor]`` (up to ``steps``) of transition class ``cls``: shapes ``[m, m]``
+        and ``[m, m, m]``, oldest value first, rows conditioned on the value being observed."""
+        if cls in self._tables:
+            return self._tables[cls]
+        m = release.n_values
+        if self.params.correlation == "uniform":
+            out = [np.full((m,) * (j + 1), 1.0 / m) for j in range(1, self.params.steps + 1)]
+        else:
+            model = self.model(release)
+            by_class = int(getattr(model, "n_seq_classes", 1)) > 1
+            observed = getattr(model, "observed", None)
+            out = []
+            for j in range(1, self.params.steps + 1):
+                t = np.asarray(model.bk_seq(j, seq_class=cls) if by_class else model.bk_seq(j), dtype=float)
+                if t.shape != (m,) * (j + 1):
+                    raise DataError(f"knowledge 'bayframe': model.bk_seq({j}) has shape {t.shape}, expected {(m,) * (j + 1)}")
+                if observed is not None:  # the respondent is in the release: weigh by P(observed | value)
+                    t = t * np.asarray(observed, dtype=float)
+                    total = t.sum(axis=-1, keepdims=True)
+                    t = np.divide(t, total, out=np.zeros_like(t), where=total > 0)
+                out.append(t)
+        self._tables[cls] = out
+        return out
+
+    # -- the Knowledge contract ---------------------------------------------------------------
+    def prior(self, release: Release) -> np.ndarray:
+        """RPD ``[n, m]`` for every record of ``release`` (see the module docstring)."""
+        m = release.n_values
+        if self.memory is None:
+            self.memory = Memory(m)
+        mem = self.memory
+        beliefs = self.sv_prior(release)
+        sv = beliefs.copy()
+        rows = mem.rows(release.respondent)
+        known = rows >= 0
+        # seen before, absent from the last release: the last RPD it was given
+        keep = np.zeros(len(release), dtype=bool)
+        keep[known] = mem.has_prior[rows[known]]
+        last_t = np.full(len(release), np.iinfo(np.int64).min // 2, dtype=np.int64)
+        prev_t = last_t.copy()
+        last_t[known] = mem.time[rows[known], 0]
+        prev_t[known] = mem.time[rows[known], 1]
+        fresh = known & (last_t == release.t - 1)
+        beliefs[keep & ~fresh] = mem.prior[rows[keep & ~fresh]]
+        if fresh.any():
+            classes = self.classes(release)
+            two = fresh & (prev_t == release.t - 2) & (self.params.steps == 2)
+            for cls in np.unique(classes[fresh]):
+                tables = self.tables(release, int(cls))
+                for use_two in (False, True):
+                    sel = np.flatnonzero(fresh & (classes == cls) & (two == use_two))
+                    if len(sel) == 0:
+                        continue
+                    last = mem.post[rows[sel], 0]
+                    if not use_two:
+                        revised = last @ tables[0]
+                    elif self.params.revision == "literal":
+                        oldest = mem.post[rows[sel], 1]
+                        # Σ_{a,b} PB(a, t-2) PD1(b|a) PD2(s|a,b)
+                        revised = np.einsum("ra,ab,abs->rs", oldest, tables[0], tables[1], optimize=True)
+                    else:
+                        oldest = mem.post[rows[sel], 1]
+                        revised = np.einsum("ra,rb,abs->rs", oldest, last, tables[1], optimize=True)
+                    total = revised.sum(axis=1, keepdims=True)
+                    ok = total[:, 0] > 0
+                    revised = np.where(ok[:, None], revised / np.where(ok, total[:, 0], 1.0)[:, None], sv[sel])
+                    beliefs[sel] = revised
+        # remember what each respondent was given (its "last computed RPD")
+        rows = mem.rows(release.respondent, add=True)
+        mem.prior[rows] = beliefs
+        mem.has_prior[rows] = True
+        return beliefs
+
+    def revise(self, view: PublicView, posterior: np.ndarray | None, respondent: np.ndarray) -> None:
+        """Store PB(v, ·, t) for each published respondent (counterfeits, id < 0, skipped).
+        ``posterior=None`` (no estimator): the group's value frequencies."""
+        m = view.schema.sensitive.size
+        respondent = np.asarray(respondent, dtype=np.int64)
+        if posterior is None:  # the group's value frequencies, found through the view's candidates
+            counts = view.group_counts().astype(float)
+            freq = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+            order = np.argsort(view.respondent, kind="stable")
+            pos = np.minimum(np.searchsorted(view.respondent[order], respondent), max(len(order) - 1, 0))
+            found = view.respondent[order][pos] == respondent if len(order) else np.zeros(len(respondent), bool)
+            posterior = np.where(found[:, None], freq[view.group[order][pos]], 1.0 / m)
+        posterior = np.asarray(posterior, dtype=float)
+        if posterior.shape != (len(respondent), m):
+            raise ValueError(f"posterior must have shape {(len(respondent), m)}; got {posterior.shape}")
+        if self.memory is None:
+            self.memory = Memory(m)
+        real = respondent >= 0
+        rows = self.memory.rows(respondent[real], add=True)
+        mem = self.memory
+        moved = mem.time[rows, 0] != view.t  # a second posterior in the same release replaces the first
+        mem.post[rows[moved], 1] = mem.post[rows[moved], 0]
+        mem.time[rows[moved], 1] = mem.time[rows[moved], 0]
+        mem.post[rows, 0] = posterior[real]
+        mem.time[rows, 0] = view.t
