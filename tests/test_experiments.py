@@ -8,10 +8,10 @@ from hydra import compose, initialize_config_dir
 
 from conftest import REPO
 from cdpbench import runner
+from cdpbench.experiments_cmd import preset_names
 from cdpbench.registry import register_configs
 
-PRESETS = sorted(p.relative_to(REPO / "experiments").with_suffix("").as_posix()
-                 for p in (REPO / "experiments").rglob("*.yaml") if "method" not in p.parts)
+PRESETS = sorted(preset_names())  # standalone presets; folders of options (js_reduce/method, ...) are not
 GRIDS = {
     "quickstart": {"privacy_model": 3, "privacy_model.k": 3},
     "js_reduce/fig4": {"+experiment/js_reduce/method": 4},
@@ -19,6 +19,12 @@ GRIDS = {
     "js_reduce/fig6": {"+experiment/js_reduce/method": 4},
     "js_reduce/fig7": {"privacy_model.j": 4},
     "js_reduce/fig8": {"+experiment/js_reduce/method": 4, "metrics.query_error.selectivity": 4},
+    "bayframe/fig3": {"+experiment/bayframe/estimate": 4},
+    "bayframe/fig4": {"privacy_model.k": 2},
+    "bayframe/fig5": {"+experiment/bayframe/steps": 2, "+experiment/bayframe/compromise": 2},
+    "bayframe/fig6": {"+experiment/bayframe/compromise": 2},
+    "bayframe/fig9": {"+experiment/bayframe/defense": 4},
+    "bayframe/fig11": {"+experiment/bayframe/fig11_steps": 2},
 }
 
 
@@ -85,3 +91,25 @@ def test_figure_presets_match_the_papers_setup():
     attackers = {fig4.attacker.label: fig4.attacker, **fig4.extra_attackers}
     steps = sorted(a.get("steps", 3) for a in attackers.values() if a.knowledge == "dk")
     assert steps == [1, 2, 3] and any(a.knowledge == "bksv" for a in attackers.values())
+
+
+def test_bayframe_presets_use_the_papers_figure_defaults():
+    """BayFrame Table 12 and §6: k = 3, beta = 5, J = 0.6, CR = 0.9, sigma in {0.01, 0.1};
+    JS-reduce's constraints in Figs. 3/9: k = 3, t = 0.5, J = 0.6; 24 bkseq releases."""
+    for name in ("bayframe/fig4", "bayframe/fig5", "bayframe/fig6", "bayframe/fig11"):
+        cfg = compose_preset(name)
+        assert (cfg.privacy_model.name, cfg.privacy_model.beta, cfg.privacy_model.j) == ("j_similarity", 5.0, 0.6), name
+        assert cfg.anonymizer.name == "bkaa" and cfg.dataset.releases == 24
+    fig4 = compose_preset("bayframe/fig4")
+    assert str(fig4.hydra.sweeper.params["privacy_model.k"]) == "3,8"
+    assert {k: (v.cascading, v.sigma, v.cr) for k, v in fig4.extra_attackers.items()} == {
+        "prior": ("prior", 0.1, 0.9), "posterior": ("posterior", 0.1, 0.9)}
+    sigmas = {compose_preset("bayframe/fig5", f"+experiment/bayframe/compromise={c}").attacker.sigma
+              for c in ("sigma1pct", "sigma10pct")}
+    assert sigmas == {0.01, 0.1}
+    for name in ("bayframe/fig3", "bayframe/fig9"):
+        cfg = compose_preset(name)
+        assert (cfg.privacy_model.name, cfg.privacy_model.k, cfg.privacy_model.t, cfg.privacy_model.j) == (
+            "js_reduce", 3, 0.5, 0.6), name
+    adult = compose_preset("bayframe/fig6")
+    assert (adult.dataset.name, adult.knowledge.sv, adult.knowledge.correlation) == ("adult", "kernel", "uniform")

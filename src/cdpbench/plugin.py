@@ -113,6 +113,11 @@ class GroupExtension:
     def add(self, g: int, row: int) -> None:
         raise NotImplementedError
 
+    def accepts_plus_among(self, row: int, groups: np.ndarray) -> np.ndarray:
+        """``accepts_plus(row)[groups]``: only the listed groups judged (bit for bit the same
+        answers). Default: all judged, then picked; an extension may judge only those."""
+        return np.asarray(self.accepts_plus(row), dtype=bool)[np.asarray(groups, dtype=np.int64)]
+
     def accepts_prefixes(self, rows: np.ndarray) -> np.ndarray | None:
         """Optional: ``[B, L]`` bool, entry ``[b, l]`` = what ``accepts`` answers for the group of
         records ``rows[b, :l + 1]`` (in that order; independent of this extension's own groups),

@@ -512,3 +512,30 @@ def test_bad_weights_are_refused():
         bayesian_posterior(np.ones((2, 3)), np.array([0, 1, 2]), np.zeros(3), 1, 3, rng=np.random.default_rng(0))
     with pytest.raises(DataError, match="non-negative"):
         bayesian_posterior(-np.ones((3, 3)), np.array([0, 1, 2]), np.zeros(3), 1, 3, rng=np.random.default_rng(0))
+
+
+def test_large_groups_skip_the_matching_without_changing_a_bit():
+    """For n >= 20 (a = 1) the term 1/(n-1)! is below half an ulp of everything it is added to: the
+    posterior computed with the observed u (forced here) equals the one without it, bit for bit."""
+    rng = np.random.default_rng(11)
+    for n, a in ((20, 1.0), (25, 1.0), (60, 2.5)):
+        m = 6
+        sensitive = rng.integers(0, m, n)
+        weights = rng.dirichlet(np.ones(m), size=n)
+        segment = np.zeros(n, dtype=np.int64)
+        got = bayesian_posterior(weights, sensitive, segment, 1, m, a=a, rng=np.random.default_rng(0))
+        counts = np.bincount(sensitive, minlength=m)[None, :]
+        prior = group_restricted_prior(weights, np.broadcast_to(counts > 0, (n, m)))
+        tuple_value = np.repeat(np.arange(m), counts[0])
+        u = observed_assignment(prior[:, tuple_value], np.random.default_rng(0))
+        assert u is not None
+        forced = closed_form_posterior(counts, segment, tuple_value[u], np.zeros((n, m)), a)
+        assert np.array_equal(got, forced)
+    # and in a smaller group the matching matters (1/11! = 2.5e-8)
+    n = 12
+    sensitive = np.arange(n) % 6
+    weights = np.eye(6)[sensitive] * 0.9 + 0.1 / 6
+    got = bayesian_posterior(weights, sensitive, np.zeros(n, dtype=np.int64), 1, 6, rng=np.random.default_rng(0))
+    counts = np.bincount(sensitive, minlength=6)[None, :]
+    uniform = closed_form_posterior(counts, np.zeros(n, dtype=np.int64), np.full(n, -1), np.zeros((n, 6)), 1.0)
+    assert not np.array_equal(got, uniform)

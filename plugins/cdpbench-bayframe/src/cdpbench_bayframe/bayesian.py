@@ -31,7 +31,9 @@ confidence of respondent i on value s and K[s] = Σ_{v ∈ V_Q} C[v, s]:
 
 It needs, per respondent, only the *value* of the tuple u assigns it; O(n·m) per group after the
 matching, every group of a publication in one pass of segment sums. u itself is a maximum-weight
-perfect matching (Hungarian algorithm, scipy's ``linear_sum_assignment``), one call per group.
+perfect matching (Hungarian algorithm, scipy's ``linear_sum_assignment``), one call per group —
+only where it can change a bit of the result: 1/(n−1)! < a·2^-54 is below half an ulp of every
+term it is added to (n >= 20 for a = 1), so larger groups need no matching.
 
 Readings chosen where the paper is silent or inconsistent (specs/bayframe.md §1.2, §1.7):
 
@@ -308,7 +310,13 @@ def bayesian_posterior(
     all_tie = group_deviation <= _TIE_RTOL * group_scale
     observed_value = np.full(N, -1, dtype=np.int64)
     values = np.arange(m)
-    for g in np.flatnonzero((sizes >= 2) & ~all_tie):
+    # u enters the posterior only through the term 1/(n−1)!, added to numerators and a denominator
+    # that are all >= a; below a·2^-54 it is less than half an ulp of each, so adding it changes no
+    # bit: the Hungarian call (O(n³)) is skipped for such groups (n >= 20 when a = 1).
+    from scipy.special import gammaln
+
+    matters = np.exp(-gammaln(np.maximum(sizes, 1.0))) >= a * 2.0**-54
+    for g in np.flatnonzero((sizes >= 2) & ~all_tie & matters):
         members = order[starts[g] : starts[g] + sizes[g]]
         tuple_value = np.repeat(values, counts[g])
         u = _max_weight_matching(prior[np.ix_(members, tuple_value)], rng)

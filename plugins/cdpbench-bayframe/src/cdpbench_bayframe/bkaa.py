@@ -34,6 +34,15 @@ is the group the record-by-record loop would close whatever ``window`` is. A cal
 than ``_BATCH_RECORDS`` records. The leftover step asks the groups nearest first in blocks (16, 32,
 64, ... groups per call) and takes the first accepted one, the group the paper's rule picks.
 Worst case (a start no prefix satisfies) the scan judges O(n²) records, the paper's O(n²).
+
+Running statistics (the privacy model's optional fast path,
+:meth:`~cdpbench.plugin.PublishContext.extension`; J-similarity offers it). When the model offers
+prefix judgments (``GroupExtension.accepts_prefixes``: running sums along π restarted at the start,
+the same floats as ``accepts``), the scan judges all sizes ``1..hi`` from a start in one step of
+O(hi·m), ``hi`` doubling: a stuck start costs O(L·m) for the L records to the end of π instead of
+O(L²·m). The leftovers are then judged against every group at once (``accepts_plus``: each group
+plus the leftover) and joined to the nearest accepted group by centroid (``add``). Both give the
+groups of the path through ``accepts``; a model without an extension is asked through ``accepts``.
 """
 
 from __future__ import annotations
@@ -46,13 +55,22 @@ import numpy as np
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, PublishContext
+from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext
 
 # accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
 GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+# start(rows, segment, n_groups) -> GroupExtension | None (PublishContext.extension)
+ExtensionStart = Callable[[np.ndarray, np.ndarray, int], "GroupExtension | None"]
+# accepts_prefixes(rows [B, L]) -> bool [B, L]: is the group rows[b, :l + 1] accepted
+PrefixJudge = Callable[[np.ndarray], np.ndarray]
 
 _BATCH_RECORDS = 1 << 18  # most records in one accepts call of the windowed scan
 _MERGE_BLOCK = 16  # groups asked in the first accepts call for a leftover (doubles)
+_EXTENSION_BLOCK = 512  # groups judged at once for a leftover through an extension (x4 while none accepts)
+_FIRST_PREFIXES = 32  # sizes judged in the first prefix judgment from a start (doubles)
+_PREFIX_RECORDS = 1 << 22  # most sizes in one prefix judgment (a [L, m] running sum); past it, accepts
+_SMALL_GROUP = 8  # after a group of at most this size, the next starts are judged a block at a time
+_RUN_STARTS = 64  # starts per block (_run_of_groups_running)
 
 
 @dataclass
@@ -92,7 +110,12 @@ class BKAA(Anonymizer):
         points = npn_coordinates(release)
         order = npn_order(points)
         group, stats = greedy_partition(
-            order, ctx.predicate(release), points, window=self.params.window, leftovers=self.params.leftovers
+            order,
+            ctx.predicate(release),
+            points,
+            window=self.params.window,
+            leftovers=self.params.leftovers,
+            extension=ctx.extension(release),
         )
         model = ctx.privacy_model
         name = getattr(model, "plugin_name", type(model).__name__)
@@ -284,30 +307,64 @@ class _UnvisitedTree:
 
 # ---------------------------------------------------------------------------- greedy grouping
 def greedy_partition(
-    order: np.ndarray, accepts: GroupPredicate, points: np.ndarray, *, window: int = 8, leftovers: str = "merge"
+    order: np.ndarray,
+    accepts: GroupPredicate,
+    points: np.ndarray,
+    *,
+    window: int = 8,
+    leftovers: str = "merge",
+    extension: ExtensionStart | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Algorithm 1's groups along ``order`` (a permutation of the rows ``0..n-1``): ``group[r]`` is
     the group of row ``r`` (numbered in order of creation), -1 if suppressed; ``points`` are the
-    NPN coordinates (for the leftovers' nearest centroid). Returns also counts for
-    ``Publication.info``: groups, leftovers, merged, suppressed and accepts calls."""
+    NPN coordinates (for the leftovers' nearest centroid). ``extension`` (the privacy model's
+    optional fast path, :meth:`~cdpbench.plugin.PublishContext.extension`) judges every prefix
+    from a start in one step when it offers ``accepts_prefixes``, and each leftover against all
+    groups at once; it judges as ``accepts`` does, so the groups are the same with or without it.
+    Returns also counts for ``Publication.info``: groups, leftovers, merged, suppressed and accepts
+    calls (a prefix judgment or an ``accepts_plus`` counts as one call, a block of starts
+    (:func:`_run_of_groups_running`) as one per group it closes)."""
     order = np.asarray(order, dtype=np.int64)
     n = len(order)
     group = np.full(n, -1, dtype=np.int64)
     stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0, "suppressed": 0}
     members: list[np.ndarray] = []
-    start = 0
+    prefixes = _prefix_judge(extension)
+    start, last = 0, 0  # last: size of the last group closed
     while start < n:
-        size = _smallest_accepted_prefix(order, start, accepts, window, stats)
+        if prefixes is not None and 0 < last <= _SMALL_GROUP:
+            sizes, exhausted = _run_of_groups_running(order, start, prefixes, stats)
+            for size in sizes:
+                group[order[start : start + size]] = len(members)
+                members.append(order[start : start + size])
+                start += size
+                last = size
+            if exhausted:
+                continue  # the next block of starts (or the end of the order)
+        if start >= n:
+            break
+        if prefixes is not None:
+            size = _smallest_accepted_prefix_running(order, start, prefixes, accepts, window, stats)
+        else:
+            size = _smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
             break
         group[order[start : start + size]] = len(members)
         members.append(order[start : start + size])
         start += size
+        last = size
     left = order[start:]
     stats["n_groups"] = len(members)
     stats["leftovers"] = len(left)
     if leftovers == "merge" and members and len(left):
-        stats["merged"] = _merge_leftovers(left, members, group, accepts, points, stats)
+        ext = None
+        if extension is not None:
+            sizes = [len(m) for m in members]
+            ext = extension(np.concatenate(members), np.repeat(np.arange(len(members), dtype=np.int64), sizes), len(members))
+        if ext is not None:
+            stats["merged"] = _merge_leftovers_extension(left, members, group, ext, points, stats)
+        else:
+            stats["merged"] = _merge_leftovers(left, members, group, accepts, points, stats)
     stats["suppressed"] = int((group < 0).sum())
     return group, stats
 
@@ -328,6 +385,70 @@ def _smallest_accepted_prefix(order: np.ndarray, start: int, accepts: GroupPredi
             return int(sizes[np.argmax(ok)])
         lo, hi = hi + 1, min(2 * hi, remaining)
     return 0
+
+
+def _prefix_judge(extension: ExtensionStart | None) -> PrefixJudge | None:
+    """The privacy model's running-sum judgment of every prefix of a sequence of records
+    (:meth:`~cdpbench.plugin.GroupExtension.accepts_prefixes` of an extension over no groups), or
+    ``None`` when the model offers none (the scan then asks ``accepts``)."""
+    if extension is None:
+        return None
+    empty = np.zeros(0, dtype=np.int64)
+    ext = extension(empty, empty, 0)
+    if ext is None or ext.accepts_prefixes(np.zeros((0, 1), dtype=np.int64)) is None:
+        return None
+    return ext.accepts_prefixes
+
+
+def _smallest_accepted_prefix_running(
+    order: np.ndarray, start: int, prefixes: PrefixJudge, accepts: GroupPredicate, window: int, stats: dict
+) -> int:
+    """:func:`_smallest_accepted_prefix` through the model's prefix judgment: Algorithm 1's loop
+    (lines 3–13: add the next record of π to Q until Q is accepted) asks about every size
+    ``1..hi`` of Q from ``start`` in one O(hi·m) step, ``hi`` starting at ``max(window, 32)`` and
+    doubling while no size is accepted, up to the end of π (a stuck start: O(L·m) in all for the L
+    records left). The smallest accepted size does not depend on how the sizes are batched. Past
+    ``_PREFIX_RECORDS`` sizes the search is handed to the batched ``accepts`` path (same answer)."""
+    remaining = len(order) - start
+    hi = min(max(window, _FIRST_PREFIXES), remaining)
+    while hi >= 1:
+        if hi > _PREFIX_RECORDS:
+            return _smallest_accepted_prefix(order, start, accepts, window, stats)
+        stats["accepts_calls"] += 1
+        ok = np.asarray(prefixes(order[start : start + hi][None, :]), dtype=bool)[0]
+        if ok.any():
+            return int(np.argmax(ok)) + 1
+        if hi == remaining:
+            break
+        hi = min(2 * hi, remaining)
+    return 0
+
+
+def _run_of_groups_running(order: np.ndarray, start: int, prefixes: PrefixJudge, stats: dict) -> tuple[list[int], bool]:
+    """Several groups of Algorithm 1's scan in one prefix judgment, for runs of small groups: the
+    prefixes of sizes ``1.._FIRST_PREFIXES`` of each of the ``_RUN_STARTS`` starts from ``start``
+    on are judged at once (every start the scan may reach in that block, whichever groups it
+    closes); then the scan is followed through them: from ``start`` the smallest accepted size
+    closes a group and gives the next start, and so on. Returns the sizes of the groups closed and
+    whether the scan left the block (``False``: it reached a start of the block with no accepted
+    size up to ``_FIRST_PREFIXES``, which the caller searches further as usual). A prefix running
+    past the end of ``order`` is padded (its judgment ignored): judgments of the prefixes inside do
+    not depend on what follows them."""
+    n = len(order)
+    B = min(_RUN_STARTS, n - start)
+    L = min(_FIRST_PREFIXES, n - start)
+    position = start + np.arange(B, dtype=np.int64)[:, None] + np.arange(L, dtype=np.int64)[None, :]
+    inside = position < n
+    ok = np.asarray(prefixes(order[np.minimum(position, n - 1)]), dtype=bool) & inside
+    has = ok.any(axis=1)
+    smallest = (np.argmax(ok, axis=1) + 1).tolist()
+    sizes: list[int] = []
+    b = 0
+    while b < B and has[b]:
+        sizes.append(smallest[b])
+        b += smallest[b]
+    stats["accepts_calls"] += max(len(sizes), 1)  # one judgment per group closed, as the plain scan asks
+    return sizes, b >= B
 
 
 def _largest_fitting(lo: int, hi: int) -> int:
@@ -373,3 +494,60 @@ def _merge_leftovers(
                 break
             lo, block = lo + block, 2 * block
     return merged
+
+
+def _merge_leftovers_extension(
+    left: np.ndarray, members: list[np.ndarray], group: np.ndarray, ext: GroupExtension, points: np.ndarray, stats: dict
+) -> int:
+    """:func:`_merge_leftovers` (Algorithm 1, lines 14–24) with the privacy model's running
+    per-group statistics: each leftover r, in order, is judged against every group q ∪ {r} in one
+    step (``ext.accepts_plus``) and joins the accepted group whose centroid is nearest, ties to the
+    lowest group index — the first accepted group in the nearest-first order the block search asks,
+    so the same placement. Centroid distances are the same floats (:func:`squared_distances` of
+    ``total / count``, row by row); groups, their statistics and centroids grow as leftovers join.
+    Each judgment counts as one accepts call. Returns how many leftovers were placed."""
+    G = len(members)
+    total = np.array([points[m].sum(axis=0) for m in members]).reshape(G, points.shape[1])
+    count = np.array([len(m) for m in members], dtype=float)
+    centroid = total / count[:, None]  # each entry divided as in _merge_leftovers; row g refreshed on a join
+    merged = 0
+    for r in left:
+        r = int(r)
+        g = _nearest_accepted(r, centroid, points, ext, stats)
+        if g < 0:
+            continue  # no group q with q ∪ {r} accepted: r stays suppressed
+        group[r] = g
+        ext.add(g, r)
+        total[g] += points[r]
+        count[g] += 1
+        centroid[g] = total[g] / count[g]
+        merged += 1
+    return merged
+
+
+def _nearest_accepted(r: int, centroid: np.ndarray, points: np.ndarray, ext: GroupExtension, stats: dict) -> int:
+    """The group whose centroid is nearest to record ``r`` among the groups q with q ∪ {r}
+    accepted, ties to the lowest group index; -1 if none. The groups are judged nearest first, in
+    blocks (``_EXTENSION_BLOCK`` groups, then four times more each time): every group of a block is at
+    least as near as every group after it, so the first accepted group in (distance, index) order
+    is the answer — the group ``argmin`` picks among all accepted ones. Each block counts as one
+    accepts call. Distances are :func:`squared_distances`, row by row (the same floats whatever
+    the rows asked)."""
+    distance = squared_distances(centroid, points[r])
+    remaining = np.arange(len(distance))
+    block = _EXTENSION_BLOCK
+    while len(remaining):
+        if len(remaining) > block:
+            left_distance = distance[remaining]
+            bound = np.partition(left_distance, block - 1)[block - 1]
+            near = left_distance <= bound  # every group at the bound: ties stay together
+            asked, remaining = remaining[near], remaining[~near]
+        else:
+            asked, remaining = remaining, remaining[:0]
+        asked = asked[np.lexsort((asked, distance[asked]))]  # nearest first, then the lower index
+        stats["accepts_calls"] += 1
+        ok = np.asarray(ext.accepts_plus_among(r, asked), dtype=bool)
+        if ok.any():
+            return int(asked[np.argmax(ok)])
+        block *= 4
+    return -1

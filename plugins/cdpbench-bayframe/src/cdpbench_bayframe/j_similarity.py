@@ -27,7 +27,10 @@ Readings (bayframe.md §1.7 item 7, §1.7 item 2):
   distribution. ``0 · log 0 = 0``.
 * Comparisons with J and β allow a slack of 1e-12 for float rounding.
 
-Every group of a batch is judged in one vectorized pass (``np.bincount`` by group).
+Every group of a batch is judged in one vectorized pass (``np.bincount`` by group). For greedy
+anonymizers the model also offers running per-group statistics (:meth:`JSimilarity.extension`,
+:class:`JSimilarityExtension`) that judge "each group plus one record" and "every prefix of a
+sequence of records" with the very floats :meth:`JSimilarity.accepts` computes.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cdpbench.data import GroupBatch, Publication
+from cdpbench.data import GroupBatch, Publication, Release
 from cdpbench.errors import ConfigError, DataError, require
-from cdpbench.plugin import ModelContext, PrivacyModel
+from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel
 
 _TOL = 1e-12  # slack for float comparisons of a divergence with J and of a gain with β
 
@@ -155,6 +158,20 @@ class JSimilarity(PrivacyModel):
         ok &= likeness_gain(batch.counts(), self._table(ctx, batch.n_values)) <= p.beta + _TOL  # (c)
         return ok
 
+    def extension(
+        self, release: Release, ctx: ModelContext, rows: np.ndarray, segment: np.ndarray, n_groups: int
+    ) -> GroupExtension | None:
+        """Running statistics of the groups Q given as :meth:`accepts` takes them (record ``rows[i]``
+        in group ``segment[i]``): |Q|, the sensitive counts, the sum of the normalized belief rows
+        rho_i and of their entropies H(rho_i), so that conditions (a)–(c) of Def. 7 for "every
+        group plus one record" are judged in one ``[G, m]`` step, bit for bit as :meth:`accepts`
+        (see :class:`JSimilarityExtension`). ``None`` for a subclass that judges otherwise."""
+        if type(self).accepts is not JSimilarity.accepts:
+            return None  # a subclass judging otherwise: let the caller ask accepts
+        m = release.n_values
+        prior = self._prior(ctx.prior, len(release), m)  # the checks accepts makes (on every record)
+        return JSimilarityExtension(self.params, prior, self._table(ctx, m), release.sensitive, rows, segment, n_groups)
+
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
         """Achieved levels: ``k`` = smallest group, ``jsd`` = largest divergence of a group,
         ``beta`` = largest relative gain of a value in a group (all 0 without groups)."""
@@ -165,3 +182,175 @@ class JSimilarity(PrivacyModel):
         jsd = js_divergence(prior, publication.group, publication.n_groups, self.params.log_base)
         gain = likeness_gain(publication.group_counts(), self._table(ctx, m))
         return {"k": float(publication.group_sizes().min()), "jsd": float(jsd.max()), "beta": float(gain.max())}
+
+
+# ---------------------------------------------------------------------------- running statistics
+class JSimilarityExtension(GroupExtension):
+    """Running per-group statistics of J-similarity (Def. 7; see :meth:`JSimilarity.extension`).
+
+    Per group Q: the size |Q| (condition (a)), the sum of the normalized belief rows
+    ``mass = sum_i rho_i`` and of their entropies ``entropy_sum = sum_i H(rho_i)`` (condition (b):
+    JSD = H(mass / |Q|) - entropy_sum / |Q|, Eq. 6 with w_i = 1/|Q|) and the sensitive counts
+    (condition (c): q = counts / |Q| against the table distribution P).
+
+    Why the floats are those of :meth:`JSimilarity.accepts`: each normalized row rho_i and its
+    entropy H(rho_i) depend on that row alone (computed once per release here, row by row there),
+    and :func:`js_divergence` sums them per group with ``np.bincount``, i.e. one float addition
+    per record in the group's record order, starting at 0. The sums here are built by the same
+    additions: ``bincount`` over the initial groups and one addition per appended record
+    (:meth:`accepts_plus`, :meth:`add`), or a running ``np.cumsum`` along a sequence restarted at
+    its first record (:meth:`accepts_prefixes`) — never differences of sums. The means, the entropy
+    of the mean (:func:`entropy` on a C-contiguous ``[., m]`` array) and the comparison with
+    J + 1e-12 are then the same operations on the same numbers.
+
+    β-likeness (c) is decided column by column with the float operations of
+    :func:`likeness_gain`: q_s = c_s / |Q| (an exact count over the exact size), gain
+    ``(q_s - p_s) / p_s``; Q fails iff some column's gain exceeds β + 1e-12. A column with
+    p_s > 0 is *watched* only if it can fail at all: the computed gain is non-decreasing in q_s
+    (IEEE rounding is monotone) and q_s <= 1, so a column whose gain at q_s = 1 is within the bound
+    never fails (e.g. p_s >= 1/6 for β = 5). A column with p_s = 0 fails as soon as its count is
+    positive (infinite gain); a column with p_s < 0 or NaN never does (likeness_gain's
+    ``where(q > p, ...)`` gives a gain <= 0 or 0). For "each group plus one record" the verdict of
+    every watched column at size |Q| + 1 is kept per group, with and without one more record of
+    that value, so :meth:`accepts_plus` judges (c) in O(G) and :meth:`add` refreshes one group.
+    """
+
+    def __init__(
+        self,
+        params: JSimilarityParams,
+        prior: np.ndarray,
+        table: np.ndarray,
+        sensitive: np.ndarray,
+        rows: np.ndarray,
+        segment: np.ndarray,
+        n_groups: int,
+    ):
+        self.k, self.j, self.base = params.k, params.j, params.log_base
+        self.max_gain = params.beta + _TOL  # the bound of likeness_gain's comparison
+        self.sensitive = np.asarray(sensitive, dtype=np.int64)  # [n] sensitive code of each record
+        self.rho = normalized_beliefs(np.ascontiguousarray(prior))  # [n, m] rho_i, row by row as in js_divergence
+        self.rho_entropy = entropy(self.rho, self.base)  # [n] H(rho_i)
+        m = self.rho.shape[1]
+        table = np.asarray(table, dtype=float)
+        positive = table > 0
+        gain_at_one = np.divide(1.0 - table, table, out=np.zeros(m), where=positive)  # likeness_gain's ops at q_s = 1
+        self.watched = np.flatnonzero(positive & (gain_at_one > self.max_gain))  # columns that can fail (c)
+        self.watched_p = table[self.watched]
+        self.foreign_value = table == 0  # [m] a value whose record fails (c) in any group (infinite gain)
+        self.column = np.full(m, -1, dtype=np.int64)  # [m] index of a value among the watched columns, -1
+        self.column[self.watched] = np.arange(len(self.watched))
+
+        rows = np.asarray(rows, dtype=np.int64)
+        segment = np.asarray(segment, dtype=np.int64)
+        G = int(n_groups)
+        size = np.bincount(segment, minlength=G)  # |Q|
+        flat = (segment[:, None] * m + np.arange(m)).ravel()
+        # (np.bincount of no records gives int zeros, whatever the weights: hence the float dtype)
+        self.mass = np.bincount(flat, weights=self.rho[rows].ravel(), minlength=G * m).reshape(G, m).astype(float)
+        self.entropy_sum = np.bincount(segment, weights=self.rho_entropy[rows], minlength=G).astype(float)
+        counts = np.bincount(segment * m + self.sensitive[rows], minlength=G * m).reshape(G, m)
+        self.size_plus = (size + 1).astype(float)  # |Q| + 1 of each group, as float (exact)
+        self.per_plus = self.size_plus[:, None]  # a [G, 1] view of it
+        self.large_plus = size + 1 >= self.k  # (a) for each group plus one record
+        self.foreign = counts[:, self.foreign_value].sum(axis=1) > 0  # [G] holds a value with p_s = 0
+        self.watched_counts = np.ascontiguousarray(counts[:, self.watched])  # [G, w]
+        # (c) at |Q| + 1 per watched column: fails with the group's count / with one more record of it
+        self.fails_plus = self._fails(self.watched_counts, self.per_plus)
+        self.fails_plus_one = self._fails(self.watched_counts + 1, self.per_plus)
+        # [G] how many conditions of (c) fail at |Q| + 1 without the new record's column: the failing
+        # watched columns, plus one for a value with p_s = 0 in the group
+        self.n_fails_plus = self.fails_plus.sum(axis=1) + self.foreign
+        self._zero_one = np.arange(2, dtype=np.int64)[:, None]  # the group's counts, and one more
+        self._sensitive = self.sensitive.tolist()
+        self._rho_entropy = self.rho_entropy.tolist()
+        self._column = self.column.tolist()
+        self._max_jsd = self.j + _TOL
+
+    def _fails(self, counts: np.ndarray, size: np.ndarray | float) -> np.ndarray:
+        """bool per watched column: fails (c) with these counts in a group of this size (``size``
+        broadcast against ``counts``): ``(q_s - p_s) / p_s > β + 1e-12`` with ``q_s = c_s / |Q|``
+        (likeness_gain's operations)."""
+        q = counts / size
+        return (q - self.watched_p) / self.watched_p > self.max_gain
+
+    def accepts_plus(self, row: int) -> np.ndarray:
+        """``[G]`` bool: Def. 7 for each group Q ∪ {row} (all groups at once)."""
+        return self._plus(row, slice(None))
+
+    def accepts_plus_among(self, row: int, groups: np.ndarray) -> np.ndarray:
+        """``accepts_plus(row)[groups]``, judging only those groups (every quantity is computed
+        group by group, so the answers are the same bits)."""
+        return self._plus(row, np.asarray(groups, dtype=np.int64))
+
+    def _plus(self, row: int, at) -> np.ndarray:
+        s = self._sensitive[row]
+        size_plus = self.size_plus[at]
+        if self.foreign_value[s]:
+            return np.zeros(len(size_plus), dtype=bool)  # (c): an infinite gain in every group
+        mean = self.mass[at] + self.rho[row]
+        mean /= self.per_plus[at]
+        mean_entropy = self.entropy_sum[at] + self._rho_entropy[row]
+        mean_entropy /= size_plus
+        # (b): js_divergence's max(H(mean) - mean entropy, 0) <= J + tol is the same test without
+        # the max, J + tol being positive (a NaN fails both)
+        ok = entropy(mean, self.base) - mean_entropy <= self._max_jsd
+        ok &= self.large_plus[at]  # (a)
+        c = self._column[s]
+        n_fails_plus = self.n_fails_plus[at]
+        if c < 0:
+            ok &= n_fails_plus == 0  # (c): the other columns at |Q| + 1
+        else:
+            ok &= n_fails_plus == self.fails_plus[at, c]
+            ok &= ~self.fails_plus_one[at, c]
+        return ok
+
+    def add(self, g: int, row: int) -> None:
+        """Q_g := Q_g ∪ {row} for good."""
+        s = self._sensitive[row]
+        size_plus = self.size_plus[g] + 1.0
+        self.size_plus[g] = size_plus
+        self.large_plus[g] = size_plus >= self.k
+        self.mass[g] += self.rho[row]
+        self.entropy_sum[g] += self._rho_entropy[row]
+        self.foreign[g] |= bool(self.foreign_value[s])
+        c = self._column[s]
+        if c >= 0:
+            self.watched_counts[g, c] += 1
+        both = self._fails(self.watched_counts[g] + self._zero_one, size_plus)
+        self.fails_plus[g], self.fails_plus_one[g] = both
+        self.n_fails_plus[g] = both[0].sum() + self.foreign[g]
+
+    def accepts_prefixes(self, rows: np.ndarray) -> np.ndarray:
+        """``[B, L]`` bool: Def. 7 for the group of records ``rows[b, :l + 1]``, every prefix of
+        every row of ``rows`` at once, in O(B·L·m).
+
+        The sums are running sums along each row of ``rows`` restarted at its first record
+        (``np.cumsum``: one addition per record in record order, the very additions
+        ``np.bincount`` makes in :func:`js_divergence`; the first term gets ``+ 0.0`` as
+        bincount's ``0 + x`` does, which only turns ``-0.0`` — the entropy of a point mass —
+        into ``0.0``); the counts of (c) are running counts of the watched values."""
+        rows = np.asarray(rows, dtype=np.int64)
+        B, L = rows.shape
+        m = self.rho.shape[1]
+        if B * L == 0:
+            return np.zeros((B, L), dtype=bool)
+        terms = self.rho[rows]  # [B, L, m], a fresh copy
+        terms[:, 0] += 0.0
+        mass = np.cumsum(terms, axis=1)
+        h = self.rho_entropy[rows]  # [B, L]
+        h[:, 0] += 0.0
+        entropy_sum = np.cumsum(h, axis=1)
+        size = np.arange(1, L + 1, dtype=np.int64)  # |Q| of each prefix
+        per = size.astype(float)
+        mean = mass / per[None, :, None]
+        mean_entropy = entropy_sum / per[None, :]
+        h_mean = entropy(np.ascontiguousarray(mean.reshape(B * L, m)), self.base).reshape(B, L)
+        jsd = np.maximum(h_mean - mean_entropy, 0.0)
+        ok = (size >= self.k)[None, :] & (jsd <= self.j + _TOL)  # (a), (b)
+        values = self.sensitive[rows]  # [B, L]
+        ok &= np.cumsum(self.foreign_value[values], axis=1) == 0  # (c): no value with p_s = 0
+        if len(self.watched):
+            counts = np.cumsum(values[:, :, None] == self.watched[None, None, :], axis=1, dtype=np.int64)
+            fails = self._fails(counts, per[None, :, None])  # [B, L, w]
+            ok &= ~fails.any(axis=2)  # (c): the watched columns
+        return ok
