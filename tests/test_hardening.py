@@ -176,7 +176,7 @@ def test_a_preset_from_outside_experiments_is_refused(cli):
     proc = cli("+experiment=../../../../../../../../.." + str(evil / "evil"), check=False)
     assert proc.returncode == 2
     assert last_line(proc).startswith("error: +experiment=../../") and "is not a preset; experiment has: quickstart, " \
-        "js_reduce/fig4" in last_line(proc)
+        "bayframe/fig3" in last_line(proc)
     assert not (cli.cwd / "pwned.txt").exists() and not (cli.cwd / "outputs").exists()
 
 

@@ -82,7 +82,12 @@ def _is_command(comment: str) -> bool:
 
 def _scan(folder: Path) -> list[Preset]:
     presets = [Preset(p.relative_to(folder).with_suffix("").as_posix(), p) for p in folder.rglob("*.yaml")]
-    return sorted(presets, key=lambda p: (p.name.count("/"), p.name))  # top-level presets first
+    # top-level presets first; numbers in names in numeric order (fig3 before fig11)
+    return sorted(presets, key=lambda p: (p.name.count("/"), _natural(p.name)))
+
+
+def _natural(name: str) -> list:
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
 
 
 def _group_of(key: str, preset: Preset) -> str:

@@ -144,31 +144,34 @@ def _two_step_setup(revision):
     return k, model, posts
 
 
+def _summed_by_hand(weight_ab, t2):
+    """Σ_{a,b} weight(a, b) · PD2(s | a, b), one (a, b) at a time, normalized."""
+    m = len(t2)
+    hand = np.zeros(m)
+    for a in range(m):
+        for b in range(m):
+            hand += weight_ab(a, b) * t2[a, b]
+    return hand / hand.sum()
+
+
 def test_two_step_literal_uses_the_oldest_posterior_chained_through_pd1():
     """Eq. 3–4, d = 2: RPD(s) = Σ_{a,b} PB(a, t-2) PD1(b|a) PD2(s|a,b), summed by hand."""
     k, model, (old, last) = _two_step_setup("literal")
     rpd = k.prior(release(3, [0, 1, 2], model))
-    m = len(VALUES)
     for r in range(3):
-        hand = np.zeros(m)
-        for a in range(m):
-            for b in range(m):
-                hand += old[r, a] * model.t1[a, b] * model.t2[a, b]
-        assert rpd[r] == pytest.approx(hand / hand.sum(), rel=1e-10)
+        hand = _summed_by_hand(lambda a, b: old[r, a] * model.t1[a, b], model.t2)
+        assert rpd[r] == pytest.approx(hand, rel=1e-10)
         # the last posterior does not enter the literal reading
         assert not np.allclose(rpd[r], (last[r] @ model.t1) / (last[r] @ model.t1).sum())
 
 
 def test_two_step_product_is_js_reduce_revision():
+    """JS-reduce's revision: RPD(s) = Σ_{a,b} PB(a, t-2) PB(b, t-1) PD2(s|a,b)."""
     k, model, (old, last) = _two_step_setup("product")
     rpd = k.prior(release(3, [0, 1, 2], model))
-    m = len(VALUES)
     for r in range(3):
-        hand = np.zeros(m)
-        for a in range(m):
-            for b in range(m):
-                hand += old[r, a] * last[r, b] * model.t2[a, b]
-        assert rpd[r] == pytest.approx(hand / hand.sum(), rel=1e-10)
+        hand = _summed_by_hand(lambda a, b: old[r, a] * last[r, b], model.t2)
+        assert rpd[r] == pytest.approx(hand, rel=1e-10)
 
 
 def test_two_step_needs_both_releases_and_otherwise_revises_with_one_step():
