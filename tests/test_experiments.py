@@ -1,7 +1,6 @@
 """Every preset in experiments/ composes, and each figure's sweep expands to the grid its
 comment promises; one short job of each runs through the release loop."""
 
-from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
