@@ -84,6 +84,11 @@ def test_a_run_without_tracking_is_recorded_later(cli, mlflow_client):
     assert [m.step for m in c.get_metric_history(run.info.run_id, "gcp_norm")] == [1, 2, 3]
     assert {a.path for a in c.list_artifacts(run.info.run_id)} == {"config.yaml", "metrics.csv"}
     assert "0 run(s) written" in cli("record", str(folder)).stderr  # once only
+    # without --experiment: the experiment the run was configured with
+    proc = cli(*SMALL, "tracking.enabled=false", "tracking.experiment=configured")
+    (newer,) = [f for f in (cli.cwd / "outputs" / "runs").iterdir() if f != folder]
+    assert "1 run(s) written to their experiments" in cli("record", str(newer)).stderr
+    assert {c.get_experiment(r.info.experiment_id).name for r in all_runs(c)} == {"later", "configured"}
 
 
 @pytest.mark.parametrize(

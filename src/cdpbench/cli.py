@@ -395,7 +395,8 @@ def _unrecorded_summary(folder: Path, total: int) -> dict:
 
 def record_command(argv: list[str]) -> int:
     """``cdpbench record FOLDER [--experiment NAME]``: write the run records under FOLDER (a run's
-    or a sweep's output folder) that are not in MLflow yet, e.g. runs made with tracking off."""
+    or a sweep's output folder) that are not in MLflow yet, e.g. runs made with tracking off, into
+    the experiment each run was configured with unless --experiment names one."""
     import argparse
 
     from . import tracking
@@ -403,7 +404,7 @@ def record_command(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="cdpbench record", description=record_command.__doc__)
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--experiment", default="cdpbench")
+    parser.add_argument("--experiment", help="MLflow experiment (default: each run's tracking.experiment)")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
         raise CdpbenchError(f"record: {args.folder} is not a folder")
@@ -411,7 +412,8 @@ def record_command(argv: list[str]) -> int:
     runs = record_folder(args.folder, tracking.tracking_uri(root=root), args.experiment, root)
     for r in runs:
         print(f"{r['name']}: MLflow run {r['run_id']} {r['status']}")
-    print(f"record: {len(runs)} run(s) written to experiment {args.experiment!r}", file=sys.stderr)
+    where = f"experiment {args.experiment!r}" if args.experiment else "their experiments"
+    print(f"record: {len(runs)} run(s) written to {where}", file=sys.stderr)
     return 0
 
 

@@ -197,17 +197,19 @@ class Recorder:
                                 f"{self.folder}; write them later with: cdpbench record {self.folder}")
         return json.loads(lines[-1])
 
-def record_folder(folder: Path, uri: str, experiment: str, root: Path) -> list[dict[str, Any]]:
-    """``cdpbench record``: write every record under ``folder`` not yet in MLflow."""
+def record_folder(folder: Path, uri: str, experiment: str | None, root: Path) -> list[dict[str, Any]]:
+    """``cdpbench record``: write every record under ``folder`` not yet in MLflow, into
+    ``experiment`` or, when None, the experiment each run was configured with
+    (``tracking.experiment``)."""
     from . import tracking
 
     c = tracking.client(uri)
-    exp = tracking.experiment_id(c, experiment, root)
     commit = tracking.git_commit(root)
     out = []
     for path, rec in statuses(folder).items():
         if (path.parent / RECORDED_FILE).exists():
             continue
+        exp = tracking.experiment_id(c, experiment or rec.params.get("tracking.experiment") or "cdpbench", root)
         run_id, status, error = ingest(c, exp, path.parent, rec, None, commit, DIED)
         out.append({"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error})
     return out
