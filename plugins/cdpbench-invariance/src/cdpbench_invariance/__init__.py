@@ -1,0 +1,1 @@
+"""cdpbench plugin: the invariance family and the collusion (signature intersection) attack."""
