@@ -198,6 +198,7 @@ class SweepProgress:
         self.bar = None  # drawn once the first job has started, below the launcher's own lines
         self.started = time.time()
         self.reported: set[Path] = set()
+        self.ended: dict = {}  # path -> final RunRecord
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -212,7 +213,8 @@ class SweepProgress:
     def update(self) -> None:
         from .record import FINISHED, RUNNING, statuses
 
-        records = statuses(self.folder)
+        records = {**self.ended, **statuses(self.folder, skip=self.ended)}  # final records are read once
+        self.ended.update((p, r) for p, r in records.items() if r.status != RUNNING)
         if self.bar is None:
             if not records:
                 return

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Container
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,10 +76,13 @@ def find(folder: Path) -> list[Path]:
     return sorted(folder.glob(f"*/{RECORD_FILE}"))
 
 
-def statuses(folder: Path) -> dict[Path, RunRecord]:
-    """The records under ``folder`` that can be read now (one being replaced is read next time)."""
+def statuses(folder: Path, skip: Container[Path] = ()) -> dict[Path, RunRecord]:
+    """The records under ``folder`` that can be read now (one being replaced is read next time),
+    but for those in ``skip`` (final records a caller already holds: not parsed again)."""
     out = {}
     for path in find(folder):
+        if path in skip:
+            continue
         try:
             out[path] = RunRecord.read(path)
         except (OSError, ValueError, TypeError):

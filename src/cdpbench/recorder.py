@@ -106,8 +106,8 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
     done: dict[Path, dict[str, Any]] = {}
 
     def record_final(reason: str | None) -> None:
-        for path, rec in statuses(folder).items():
-            if path in done or (rec.status == RUNNING and reason is None):
+        for path, rec in statuses(folder, skip=done).items():
+            if rec.status == RUNNING and reason is None:
                 continue
             run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
             done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error}
