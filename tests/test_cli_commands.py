@@ -242,6 +242,24 @@ def test_report_against_a_parameter_uses_finished_runs_only(report):
     assert (folder / "gain_rho_vs_privacy_model.k.png").exists()
 
 
+def test_report_against_at_a_release_takes_that_release(report, sweep_store, monkeypatch):
+    from cdpbench import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "lines_plot", lambda series, ylabel, path, **kw: drawn.update(series=series, ylabel=ylabel)
+                        or path.write_bytes(b"png") and path)
+    report("--against", "privacy_model.k", "--at", "2")
+    (line,) = drawn["series"].values()
+    assert line.to_dict() == {2.0: 0.2 + 0.02, 5.0: 0.5 + 0.02} and drawn["ylabel"] == "gain_rho at release 2"
+    report("--against", "privacy_model.k")
+    (line,) = drawn["series"].values()
+    assert line.to_dict() == pytest.approx({2.0: 0.2 + 0.02, 5.0: 0.5 + 0.02})  # the mean of steps 1..3
+    with pytest.raises(CdpbenchError, match=r"^--at 7: run \w+ has 'gain_rho' at releases 1..3 only$"):
+        report("--against", "privacy_model.k", "--at", "7")
+    with pytest.raises(CdpbenchError, match="--at RELEASE goes with --against"):
+        report("--at", "2")
+
+
 def test_report_ru_map_pairs_loss_and_risk_per_release(report, sweep_store):
     from mlflow.tracking import MlflowClient
 

@@ -31,6 +31,8 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--metric", default="gain_rho", help="metric key, or a suffix such as gain_rho (matches snapshot.gain_rho)")
     ap.add_argument("--against", metavar="PARAM", help="plot the metric's mean over releases against this swept "
                     "parameter (e.g. privacy_model.j, metrics.query_error.selectivity), one line per other configuration")
+    ap.add_argument("--at", type=int, metavar="RELEASE", help="with --against: the metric at this release instead of its "
+                    "mean over releases (e.g. slicedBucket Fig. 7c: query error at release 10)")
     ap.add_argument("--ru", action="store_true", help="an R-U map instead: one point per release and one series per run, "
                     "information loss (--loss, default gcp) against disclosure risk (--risk, default rl); BayFrame Figs. 7/8")
     ap.add_argument("--loss", default="gcp", help="--ru: the information-loss metric (y axis)")
@@ -39,6 +41,8 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
     args = ap.parse_args(argv)
+    if args.at is not None and not args.against:
+        raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter)")
     uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
     c = tracking.client(uri)
     parent, runs, name = _select_runs(c, args)
@@ -68,8 +72,9 @@ def report_command(argv: list[str]) -> int:
         png = plots.scatter_plot(points, args.risk, args.loss, out / f"ru_{args.loss}_{args.risk}.png",
                                  title=f"R-U map: {args.loss} against {args.risk}, one point per release — {name}")
     elif args.against:
-        series = _against(runs, histories, args.metric, args.against)
-        png = plots.lines_plot(series, f"mean {args.metric} over releases", out / f"{metric_file}_vs_{args.against}.png",
+        series = _against(runs, histories, args.metric, args.against, args.at)
+        what = f"mean {args.metric} over releases" if args.at is None else f"{args.metric} at release {args.at}"
+        png = plots.lines_plot(series, what, out / f"{metric_file}_vs_{args.against}.png",
                                title=f"{args.metric} against {args.against} — {name}", xlabel=args.against)
     else:
         png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
@@ -126,9 +131,9 @@ def _counts(statuses: Counter) -> str:
     return ", ".join(f"{k} {s}" for s, k in sorted(statuses.items()))
 
 
-def _against(runs, histories, metric: str, param: str) -> dict[str, pd.Series]:
-    """Per configuration (runs equal but for ``param``), the mean of ``metric`` over releases
-    against the value of ``param``."""
+def _against(runs, histories, metric: str, param: str, at: int | None = None) -> dict[str, pd.Series]:
+    """Per configuration (runs equal but for ``param``), the mean of ``metric`` over releases (or
+    its value at release ``at``) against the value of ``param``."""
     points: dict[str, dict[float, float]] = {}
     for r in runs:
         if param not in r.data.params:
@@ -140,7 +145,12 @@ def _against(runs, histories, metric: str, param: str) -> dict[str, pd.Series]:
         others = {k: v for k, v in r.data.params.items() if k != param and not k.startswith(IGNORED_PARAMS)}
         hist = histories[r.info.run_id]
         for key in _matching(hist, metric):
-            points.setdefault(_config_key(others) + (f" [{key}]" if key != metric else ""), {})[x] = float(hist[key].mean())
+            series = hist[key]
+            if at is not None and at not in series.index:
+                raise CdpbenchError(f"--at {at}: run {r.info.run_id} has {metric!r} at releases "
+                                    f"{int(series.index.min())}..{int(series.index.max())} only")
+            y = float(series.mean()) if at is None else float(series.loc[at])
+            points.setdefault(_config_key(others) + (f" [{key}]" if key != metric else ""), {})[x] = y
     labels = _short_config_labels(list(points))
     return {labels[k]: pd.Series(v).sort_index() for k, v in points.items()}
 

@@ -1,0 +1,78 @@
+"""The membership attack (slicedBucket Def. 2) against a brute-force oracle."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cdpbench.data import Publication
+from cdpbench.plugin import AttackContext
+from cdpbench_invariance.membership import MembershipAttacker
+from cdpbench_invariance.sliced_bucket import SlicedBucket, SlicedBucketParams
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_invariance_properties import SCHEMA, publish_all, scenario  # noqa: E402
+
+
+def oracle(pub, release):
+    """Per published respondent: the value counts over the tuples of every group whose cell covers
+    its QI, by loops."""
+    out = {}
+    for r in sorted(set(pub.respondent[pub.respondent >= 0].tolist())):
+        x = release.qi[list(release.respondent).index(r)]
+        weight = np.zeros(release.n_values)
+        for g in range(pub.n_groups):
+            ok = True
+            for j, a in enumerate(SCHEMA.qi):
+                if a.kind == "categorical":
+                    ok &= bool(pub.value_sets[j][g, int(x[j])])
+                else:
+                    ok &= pub.low[g, j] <= x[j] <= pub.high[g, j]
+            if ok:
+                weight += np.bincount(pub.sensitive[pub.group == g], minlength=release.n_values)
+        out[r] = weight / weight.sum()
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_posterior_matches_brute_force_on_random_partitions(seed):
+    rng = np.random.default_rng(seed)
+    release = scenario(seed, releases=1)[0]
+    groups = rng.integers(0, 12, len(release))
+    groups[rng.random(len(release)) < 0.1] = -1
+    pub = Publication.from_partition(release, groups)
+    res = MembershipAttacker().observe(pub.public(), AttackContext(release, [pub.public()], rng))
+    expected = oracle(pub, release)
+    assert list(res.respondent) == list(expected)
+    np.testing.assert_allclose(res.posterior, np.array(list(expected.values())), rtol=0, atol=1e-12)
+    single = int(sum((p > 0).sum() == 1 for p in expected.values()))
+    assert res.extra["disclosed"] == single
+
+
+def test_a_single_valued_group_alone_on_its_cell_is_disclosed():
+    release = scenario(0, releases=1)[0]
+    order = np.argsort(release.qi[:, 0], kind="stable")  # the youngest records of one value, alone in a group
+    youngest = order[:3]
+    groups = np.ones(len(release), dtype=np.int64)
+    groups[youngest] = 0
+    release.sensitive[youngest] = release.sensitive[youngest[0]]
+    release.qi[youngest, 0] = release.qi[youngest[0], 0]  # one age: no other group's box reaches it ...
+    release.qi[order[3:], 0] = np.maximum(release.qi[order[3:], 0], release.qi[youngest[0], 0] + 1)
+    pub = Publication.from_partition(release, groups)
+    res = MembershipAttacker().observe(pub.public(), AttackContext(release, [pub.public()], np.random.default_rng(0)))
+    assert res.extra["disclosed"] == 3  # the three of group 0; everyone's QI is covered by one group
+    assert res.extra["mapped"] == len(res.respondent)
+    p = res.posterior[np.isin(res.respondent, release.respondent[youngest])]
+    assert (p[:, release.sensitive[youngest[0]]] == 1.0).all()
+
+
+@pytest.mark.parametrize("seed,m", [(0, 2), (1, 3)])
+def test_m_unique_releases_disclose_no_one_by_mapping(seed, m):
+    releases = scenario(seed)
+    pubs = publish_all(SlicedBucket(SlicedBucketParams(m=m)), releases)
+    for rel, pub in zip(releases, pubs):
+        res = MembershipAttacker().observe(pub.public(), AttackContext(rel, [pub.public()], np.random.default_rng(0)))
+        assert res.extra["disclosed"] == 0
+        # each covering group holds >= m tuples of distinct values: no value above 1/m
+        assert res.posterior.max() <= 1 / m + 1e-12
