@@ -90,6 +90,35 @@ class Taxonomy:
         return cls.from_paths(rows)
 
     @classmethod
+    def from_prefixes(cls, codes: list[str] | tuple[str, ...]) -> "Taxonomy":
+        """The prefix hierarchy of equal-length codes (zip codes): a node per common prefix,
+        labelled by the prefix padded with ``*`` (``47906 -> 4790* -> 479** -> 47***``).
+
+        Leaves are the codes in sorted order, so every prefix is a contiguous range of leaf codes
+        and the node covering a set of codes is the one of their longest common prefix. A prefix
+        length is a level only if it merges something: a level whose nodes hold the same codes as
+        the level below is dropped. So when every code starts with ``47``, ``4****`` and ``*``
+        are dropped and ``47***`` is the root; the empty prefix, when kept, is labelled ``*``.
+        """
+        codes = [str(c) for c in codes]
+        if not codes:
+            raise DataError("taxonomy has no leaves")
+        width = len(codes[0])
+        if width == 0 or any(len(c) != width for c in codes):
+            lengths = sorted({len(c) for c in codes})
+            raise DataError(f"a prefix taxonomy needs non-empty codes of equal length; got lengths {lengths}")
+        codes = sorted(codes)
+        levels = [width]  # prefix lengths kept, leaf first
+        for k in range(width - 1, -1, -1):
+            if len({c[:k] for c in codes}) < len({c[: levels[-1]] for c in codes}):
+                levels.append(k)
+
+        def label(code: str, k: int) -> str:
+            return code[:k] + "*" * (width - k) if k else "*"
+
+        return cls.from_paths([[label(c, k) for k in levels] for c in codes])
+
+    @classmethod
     def flat(cls, values: list[str] | tuple[str, ...]) -> "Taxonomy":
         """A two-level taxonomy: every value directly under the root ``*``."""
         return cls.from_paths([[str(v), "*"] for v in values])

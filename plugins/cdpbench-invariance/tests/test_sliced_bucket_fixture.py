@@ -22,7 +22,7 @@ def zip_taxonomy(zips):
 
 
 SCHEMA = Schema(
-    (NumericQI("age", 17, 90), CategoricalQI("gender", Taxonomy.flat(["F", "M"])), CategoricalQI("zip", zip_taxonomy(ZIPS))),
+    (NumericQI("age", 17, 90), CategoricalQI("gender", Taxonomy.flat(["F", "M"])), CategoricalQI("zip", Taxonomy.from_prefixes(ZIPS))),
     Sensitive("disease", DISEASES),
 )
 # Table 1a in its order; respondent ids: the paper's p1..p8 (Table 1c) and ch1..ch4 (Tables 7-8)

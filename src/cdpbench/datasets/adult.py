@@ -6,6 +6,11 @@ rows with a missing value (``?`` in workclass, occupation or native-country) are
 ``salary-class`` as in ARX. Categorical columns are generalized along the ARX hierarchies shipped
 in ``data/hierarchies/`` (``relationship`` has none and gets a flat taxonomy); numeric columns
 are :class:`~cdpbench.schema.NumericQI` with fixed domains.
+
+QI lists may also name ``zip``, a **synthetic** column that is not in UCI Adult: a 5-digit
+Indiana-style code per respondent (row position), uniform over 480 codes 47001-47958, drawn from
+a fixed seed and generalized by longest common prefix (``4790*``, ``479**``, ``47***``); see
+:mod:`cdpbench.datasets.zipcodes`. :func:`load_adult` adds it on request (``with_zip=True``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..errors import ConfigError, require
 from ..plugin import Dataset
 from ..schema import CategoricalQI, NumericQI, Schema, Sensitive
 from ..taxonomy import Taxonomy
+from .zipcodes import ZIP_COLUMN, zip_taxonomy, zips_of_rows
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 HIERARCHY_DIR = DATA_DIR / "hierarchies"
@@ -47,6 +53,8 @@ ADULT_COLUMNS: tuple[str, ...] = (
 )
 NUMERIC_COLUMNS: tuple[str, ...] = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
 CATEGORICAL_COLUMNS: tuple[str, ...] = tuple(c for c in ADULT_COLUMNS if c not in NUMERIC_COLUMNS)
+#: Columns a QI list may name: Adult's own, then the synthetic ``zip`` (:mod:`.zipcodes`).
+QI_COLUMNS: tuple[str, ...] = (*ADULT_COLUMNS, ZIP_COLUMN)
 
 #: Documented domains (adult.names / the data set's description); the others come from the data.
 FIXED_DOMAINS: dict[str, tuple[float, float]] = {"age": (17, 90), "education-num": (1, 16), "hours-per-week": (1, 99)}
@@ -75,39 +83,49 @@ def _load_adult_cached() -> pd.DataFrame:
     return frame
 
 
-def load_adult() -> pd.DataFrame:
-    """The cleaned Adult training file: 30,162 rows, the 15 columns of :data:`ADULT_COLUMNS`.
+def load_adult(with_zip: bool = False) -> pd.DataFrame:
+    """The cleaned Adult training file: 30,162 rows, the 15 columns of :data:`ADULT_COLUMNS`;
+    with ``with_zip``, a 16th column ``zip``: the synthetic zip code of each row (respondent id =
+    row position, :func:`~cdpbench.datasets.zipcodes.synthetic_zips`; not UCI data).
 
     Parsed once per process; every call returns a fresh copy, so callers may modify it.
     """
-    return _load_adult_cached().copy()
+    frame = _load_adult_cached().copy()
+    if with_zip:
+        frame[ZIP_COLUMN] = zips_of_rows(len(frame))
+    return frame
 
 
 @lru_cache(maxsize=None)
 def adult_taxonomy(column: str) -> Taxonomy:
-    """The generalization taxonomy of a categorical Adult column (ARX hierarchy or flat)."""
-    require(column in CATEGORICAL_COLUMNS, "column", f"a categorical Adult column {list(CATEGORICAL_COLUMNS)}", column)
+    """The generalization taxonomy of a categorical Adult column (ARX hierarchy or flat), or of
+    the synthetic ``zip`` (its prefix taxonomy)."""
+    allowed = [*CATEGORICAL_COLUMNS, ZIP_COLUMN]
+    require(column in allowed, "column", f"a categorical Adult column {allowed}", column)
+    if column == ZIP_COLUMN:
+        return zip_taxonomy()
     if column == "relationship":
         return Taxonomy.flat(RELATIONSHIP_VALUES)
     return Taxonomy.from_arx_csv(HIERARCHY_DIR / f"adult_hierarchy_{column}.csv")
 
 
 def check_adult_columns(qi: list[str] | tuple[str, ...], sensitive: str) -> None:
-    """Raise :class:`ConfigError` unless ``qi`` and ``sensitive`` name distinct Adult columns."""
-    allowed = list(ADULT_COLUMNS)
+    """Raise :class:`ConfigError` unless ``qi`` and ``sensitive`` name distinct Adult columns
+    (``qi`` may also name the synthetic ``zip``; ``sensitive`` must be one of Adult's own)."""
+    allowed = list(QI_COLUMNS)
     require(
         isinstance(qi, (list, tuple)) and len(qi) >= 1 and all(isinstance(q, str) for q in qi),
         "qi",
         f"a non-empty list of Adult columns {allowed}",
         qi,
     )
-    unknown = [q for q in qi if q not in ADULT_COLUMNS]
+    unknown = [q for q in qi if q not in QI_COLUMNS]
     if unknown:
         raise ConfigError(f"qi names unknown Adult column(s) {unknown}; allowed: {allowed}")
     twice = sorted({q for q in qi if list(qi).count(q) > 1})
     if twice:
         raise ConfigError(f"qi lists column(s) {twice} more than once")
-    require(sensitive in ADULT_COLUMNS, "sensitive", f"an Adult column {allowed}", sensitive)
+    require(sensitive in ADULT_COLUMNS, "sensitive", f"an Adult column {list(ADULT_COLUMNS)}", sensitive)
     if sensitive in qi:
         raise ConfigError(f"sensitive attribute {sensitive!r} is also listed in qi {list(qi)}; it must not be a QI")
 
@@ -116,7 +134,9 @@ def adult_schema(qi: list[str] | tuple[str, ...] = ("age", "sex", "education"), 
     """The schema of an Adult release: ``qi`` in matrix column order, one sensitive column.
 
     Numeric QIs: age 17..90, education-num 1..16, hours-per-week 1..99; fnlwgt, capital-gain and
-    capital-loss span their range in the cleaned data. Categorical QIs use the ARX hierarchies.
+    capital-loss span their range in the cleaned data. Categorical QIs use the ARX hierarchies;
+    the synthetic ``zip`` (not UCI data) is categorical over its 480 codes with the prefix
+    taxonomy ``47906 -> 4790* -> 479** -> 47***`` (:func:`~cdpbench.datasets.zipcodes.zip_taxonomy`).
     A categorical sensitive attribute takes its domain (and taxonomy) from its hierarchy, so the
     default, occupation, has the 14 occupations in the hierarchy's leaf order; a numeric one is
     ordered, its domain being the distinct values present in the data. The respondent id column
@@ -125,7 +145,9 @@ def adult_schema(qi: list[str] | tuple[str, ...] = ("age", "sex", "education"), 
     check_adult_columns(list(qi), sensitive)
     attrs = []
     for name in qi:
-        if name in NUMERIC_COLUMNS:
+        if name == ZIP_COLUMN:
+            attrs.append(CategoricalQI(name, zip_taxonomy()))
+        elif name in NUMERIC_COLUMNS:
             low, high = _numeric_domain(name)
             attrs.append(NumericQI(name, low, high))
         else:
@@ -147,8 +169,9 @@ def adult_release(
 ) -> Release:
     """The first ``rows`` cleaned Adult records (all 30,162 by default) as one release with
     :func:`adult_schema` (``qi``, ``sensitive``); respondent id = row index. For tests and
-    benchmarks that need a single Adult table rather than the continuous scenario."""
-    frame = load_adult()
+    benchmarks that need a single Adult table rather than the continuous scenario. ``qi`` may
+    name the synthetic ``zip``."""
+    frame = load_adult(with_zip=ZIP_COLUMN in qi)
     if rows is not None:
         frame = frame.head(rows)
     schema = adult_schema(qi, sensitive)
@@ -185,7 +208,10 @@ class AdultContinuousParams:
     )
     qi: list[str] = field(
         default_factory=lambda: ["age", "sex", "education"],
-        metadata={"help": f"quasi-identifier columns, in matrix order; any of {list(ADULT_COLUMNS)}"},
+        metadata={
+            "help": f"quasi-identifier columns, in matrix order; any of {list(QI_COLUMNS)} ('zip' is synthetic, "
+            "not UCI data: a seeded 5-digit code per respondent, see cdpbench.datasets.zipcodes)"
+        },
     )
     sensitive: str = field(default="occupation", metadata={"help": "the sensitive column (an Adult column not in qi)"})
 
@@ -216,7 +242,7 @@ class AdultContinuous(Dataset):
 
         p = self.params
         return churn_process(
-            load_adult(),
+            load_adult(with_zip=ZIP_COLUMN in p.qi),
             adult_schema(p.qi, p.sensitive),
             initial=p.initial,
             deletions=p.deletions,

@@ -6,6 +6,14 @@ BayFrame §6.1: records of a static set assigned to releases). :func:`churn_proc
 common process; :class:`Churn` is its (tau, m)-slicedBucket configuration (Adult, §6 "Experiment and
 analysis" of that paper: external updates = deletions and insertions, internal updates = sensitive
 updates and re-insertions of deleted records).
+
+The paper's QIs are age, gender and zip code; Adult has no zip code, so ``qi`` may name a
+**synthetic** ``zip`` column (not UCI data): one 5-digit code per respondent (= row of the base
+table), uniform over 480 Indiana-style codes 47001-47958 (``47`` + area 0-9 + district 0-5 +
+final digit 1-8), a pure function of the respondent id and the fixed seed ``ZIP_SEED = 47906``
+(never of the run's ``rng``), so a respondent keeps its zip across releases, runs and processes.
+It generalizes by longest common prefix: ``47906 -> 4790* -> 479** -> 47***``. Details:
+:mod:`cdpbench.datasets.zipcodes`. Use ``dataset.qi=[age,sex,zip]`` for the paper's QIs.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from ..data import Release
 from ..errors import DataError, require
 from ..plugin import Dataset
 from ..schema import Schema
-from .adult import ADULT_COLUMNS, adult_schema, check_adult_columns, load_adult
+from .adult import QI_COLUMNS, adult_schema, check_adult_columns, load_adult
+from .zipcodes import ZIP_COLUMN
 
 
 @dataclass(frozen=True)
@@ -206,7 +215,12 @@ class ChurnParams:
     )
     qi: list[str] = field(
         default_factory=lambda: ["age", "sex", "education"],
-        metadata={"help": f"quasi-identifier columns, in matrix order; any of {list(ADULT_COLUMNS)}"},
+        metadata={
+            "help": f"quasi-identifier columns, in matrix order; any of {list(QI_COLUMNS)}. 'zip' is synthetic "
+            "(not in UCI Adult): a 5-digit code per respondent, uniform over 480 codes 47001-47958, fixed by the "
+            "seed 47906 (the same in every run), generalized by longest common prefix (4790*, 479**, 47***); "
+            "qi=[age,sex,zip] gives the paper's QIs"
+        },
     )
     sensitive: str = field(default="occupation", metadata={"help": "the sensitive column (a base column not in qi)"})
 
@@ -242,11 +256,12 @@ class Churn(Dataset):
         paper does not give |T1|), 20 releases; 29,000 rows are used and the table grows from
         10,000 to 16,875 records (+125 at release 2, which has nothing to re-insert, then +375 a
         release). The paper's own counts run with ``releases=7`` (and ``initial >= 4,500``).
-        Adult has no zip code: the QIs default to age, sex, education.
+        Adult has no zip code: the QIs default to age, sex, education; ``qi=[age, sex, zip]``
+        uses the synthetic ``zip`` (see the module docstring) for the paper's age, gender, zip code.
         """
         p = self.params
         return churn_process(
-            load_adult(),
+            load_adult(with_zip=ZIP_COLUMN in p.qi),
             adult_schema(p.qi, p.sensitive),
             initial=p.initial,
             deletions=p.deletions,
