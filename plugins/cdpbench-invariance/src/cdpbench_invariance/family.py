@@ -208,9 +208,15 @@ class _Release:
         self.anon, self.release, self.pts, self.value, self.resp, self.row_of = anon, release, pts, value, resp, row_of
         self.m = anon.params.m
         self.n_values = release.n_values
-        self.pool: dict[int, list[int]] = {}
+        self.free = np.zeros(len(value), dtype=bool)  # rows in the pool of new tuples, not yet placed
+        self.free[np.asarray(new, dtype=np.int64)] = True
+        self.pool_rows: dict[int, np.ndarray] = {}  # per value its new rows, table order (static)
         for i in new:
-            self.pool.setdefault(int(value[i]), []).append(i)
+            self.pool_rows.setdefault(int(value[i]), []).append(i)
+        self.pool_rows = {v: np.asarray(rows, dtype=np.int64) for v, rows in self.pool_rows.items()}
+        self.cache_by_value: dict[int, list[CacheEntry]] = {}
+        for e in anon.cache:
+            self.cache_by_value.setdefault(e.value, []).append(e)
         self.used_cache: set[int] = set()
         self.placed: set[int] = set()  # rows placed in a bucket this release
         self.value_of = _ValueOf(value, self.n_values)
@@ -218,21 +224,25 @@ class _Release:
         self.filler = anon.policy.filler
         self.reserve = anon.policy.cache_reserve
         self.has_history = anon.signatures.history
+        self._by_frequency: list[int] | None = None
 
     # ---------------------------------------------------------------- pools
+    def _pool(self, v: int) -> np.ndarray:
+        """The new rows of value ``v`` not yet placed, table order."""
+        rows = self.pool_rows.get(v)
+        return rows[self.free[rows]] if rows is not None else np.zeros(0, dtype=np.int64)
+
     def _take_new(self, v: int, count: int, anchor) -> list[int]:
-        pool = self.pool.get(v, [])
-        if not pool or count <= 0:
+        pool = self._pool(v)
+        if len(pool) == 0 or count <= 0:
             return []
         if len(pool) > count:
             d = ((self.pts[pool] - anchor[None, :]) ** 2).sum(axis=1)
-            pick = np.sort(np.argsort(d, kind="stable")[:count])
-            taken = [pool[j] for j in pick]
-            keep = np.ones(len(pool), dtype=bool)
-            keep[pick] = False
-            self.pool[v] = [x for x, k in zip(pool, keep.tolist()) if k]
+            taken = pool[np.sort(np.argsort(d, kind="stable")[:count])]
         else:
-            taken, self.pool[v] = pool, []
+            taken = pool
+        self.free[taken] = False
+        taken = taken.tolist()
         self.placed.update(taken)
         return taken
 
@@ -241,8 +251,8 @@ class _Release:
         yet known): a respondent published before only in a bucket whose signature equals or is
         disjoint from each of its earlier ones."""
         out = []
-        for e in self.anon.cache:
-            if e.value != v or id(e) in self.used_cache:
+        for e in self.cache_by_value.get(v, ()):
+            if id(e) in self.used_cache:
                 continue
             past = self.has_history.get(e.respondent)
             if past and not e.copy:
@@ -297,7 +307,7 @@ class _Release:
         full = target
         if self.filler == "cache":
             for v in values:
-                have = len(by_value[v]) + len(self.pool.get(v, [])) + self.cache_available(v, sig)
+                have = len(by_value[v]) + len(self._pool(v)) + self.cache_available(v, sig)
                 full = min(full, have)
         anchor = self.pts[rows].mean(axis=0)
         self.placed.update(rows)
@@ -328,13 +338,14 @@ class _Release:
         v = int(self.value[i])
         anchor = self.pts[i]
         chosen: dict[int, list[int]] = {v: [i]}
-        cands = [j for w, p in self.pool.items() if w != v and not (forbidden >> w) & 1 for j in p]
-        if cands:
+        pools = [self._pool(w) for w in self.pool_rows if w != v and not (forbidden >> w) & 1]
+        cands = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
+        if len(cands):
             d = ((self.pts[cands] - anchor[None, :]) ** 2).sum(axis=1)
             for j in np.argsort(d, kind="stable"):
                 w = int(self.value[cands[j]])
                 if w not in chosen:
-                    chosen[w] = [cands[j]]
+                    chosen[w] = [int(cands[j])]
                     if len(chosen) == self.m:
                         break
         if len(chosen) < self.m:
@@ -359,18 +370,22 @@ class _Release:
             else:
                 items.append(x[0])
                 if x[0] >= 0:
-                    self.pool[w].remove(x[0])
+                    self.free[x[0]] = False
         self.placed.update(it for it in items if it >= 0)
         return sig, items
 
     def _values_by_frequency(self) -> list[int]:
-        counts = np.bincount(self.value, minlength=self.n_values)
-        return [int(w) for w in np.argsort(-counts, kind="stable")]
+        """The values, most frequent in the release first (ties: lower code)."""
+        if self._by_frequency is None:
+            counts = np.bincount(self.value, minlength=self.n_values)
+            self._by_frequency = [int(w) for w in np.argsort(-counts, kind="stable")]
+        return self._by_frequency
 
     def assignment(self) -> list[tuple[int, list[int]]]:
         """Algorithm 6 on the remaining new tuples, made m-eligible by the filler first."""
-        items = sorted((i for p in self.pool.values() for i in p), key=lambda i: int(self.resp[i]))
-        self.pool = {}
+        rows = np.flatnonzero(self.free)
+        items = rows[np.argsort(self.resp[rows], kind="stable")].tolist()  # ties: lowest respondent id first
+        self.free[:] = False
         if not items:
             return []
         counts = np.bincount(self.value[items], minlength=self.n_values)

@@ -16,32 +16,46 @@ item 8), and m-unique buckets hold m values, so an m-unique release discloses no
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from cdpbench.data import PublicView
 from cdpbench.plugin import AttackContext, Attacker, AttackResult
 
-_BUDGET = 4_000_000  # respondent x group cells judged at once
+_BLOCK = 256  # respondents judged together
 
 
-def covering(view: PublicView, qi: np.ndarray) -> np.ndarray:
-    """``[n, G]`` bool: group g's generalized cell covers row i of ``qi``."""
+def covering(view: PublicView, qi: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Yield ``(rows, groups, inside)``: ``inside[a, b]`` says whether group ``groups[b]``'s
+    generalized cell covers row ``rows[a]`` of ``qi``; every row is yielded once, and groups not
+    yielded with a row do not cover it.
+
+    Rows are taken in blocks of ``_BLOCK`` along their first numeric column; a block is compared
+    only with the groups whose interval on that column meets the block's range (generalized
+    groups are local, so most are skipped), then cell by cell."""
     n, G = len(qi), view.n_groups
-    out = np.zeros((n, G), dtype=bool)
     if n == 0 or G == 0:
-        return out
+        return
     categorical = set(view.value_sets)
-    chunk = max(1, _BUDGET // G)
-    for a in range(0, n, chunk):
-        x = qi[a : a + chunk]
-        inside = np.ones((len(x), G), dtype=bool)
+    numeric = [j for j in range(qi.shape[1]) if j not in categorical]
+    order = np.argsort(qi[:, numeric[0]], kind="stable") if numeric else np.arange(n)
+    for a in range(0, n, _BLOCK):
+        rows = order[a : a + _BLOCK]
+        x = qi[rows]
+        if numeric:
+            j0 = numeric[0]
+            groups = np.flatnonzero((view.low[:, j0] <= x[:, j0].max()) & (view.high[:, j0] >= x[:, j0].min()))
+        else:
+            groups = np.arange(G)
+        inside = np.ones((len(rows), len(groups)), dtype=bool)
         for j in range(qi.shape[1]):
             if j in categorical:
-                inside &= view.value_sets[j][:, x[:, j].astype(np.int64)].T
+                inside &= view.value_sets[j][groups][:, x[:, j].astype(np.int64)].T
             else:
-                inside &= (x[:, j][:, None] >= view.low[None, :, j]) & (x[:, j][:, None] <= view.high[None, :, j])
-        out[a : a + chunk] = inside
-    return out
+                lo, hi = view.low[groups, j][None, :], view.high[groups, j][None, :]
+                inside &= (x[:, j][:, None] >= lo) & (x[:, j][:, None] <= hi)
+        yield rows, groups, inside
 
 
 class MembershipAttacker(Attacker):
@@ -52,14 +66,17 @@ class MembershipAttacker(Attacker):
         pop = ctx.population
         order = np.argsort(pop.respondent, kind="stable")
         pos = order[np.searchsorted(pop.respondent, respondent, sorter=order)]
-        cover = covering(view, pop.qi[pos])
         counts = view.group_counts().astype(float)  # [G, m]
-        weight = cover.astype(float) @ counts  # [n, m] tuples of each value in the covering groups
+        weight = np.zeros((len(respondent), counts.shape[1]))  # tuples of each value in the covering groups
+        n_cover = np.zeros(len(respondent), dtype=np.int64)
+        for rows, groups, inside in covering(view, pop.qi[pos]):
+            weight[rows] = inside.astype(float) @ counts[groups]
+            n_cover[rows] = inside.sum(axis=1)
         total = weight.sum(axis=1, keepdims=True)
         m = counts.shape[1]
         posterior = np.where(total > 0, weight / np.where(total > 0, total, 1.0), 1.0 / max(m, 1))
         n = max(len(respondent), 1)
-        mapped = int((cover.sum(axis=1) == 1).sum())
+        mapped = int((n_cover == 1).sum())
         disclosed = int(((weight > 0).sum(axis=1) == 1).sum())
         extra = {"mapped": float(mapped), "disclosed": float(disclosed), "mapped_share": mapped / n,
                  "disclosed_share": disclosed / n}

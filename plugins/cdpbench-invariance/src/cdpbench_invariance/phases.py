@@ -191,32 +191,36 @@ def assign(
 
 
 # ---------------------------------------------------------------------------- split
-def split(sig: int, items: list[int], value_of: dict[int, int], points_of) -> list[list[int]]:
+def split(sig: int, items: list[int], value_of, points_of) -> list[list[int]]:
     """Algorithm 7 (partition; Xiao & Tao's split): a bucket holding c items of each signature
     value becomes c buckets of one item per value. Recursively, along the QI column of widest
-    spread among its items, each value's items are sorted and the first half (c // 2 of each)
-    goes left. Items without a QI (counterfeits) sort last."""
-    by_value: dict[int, list[int]] = {}
-    for it in items:
-        by_value.setdefault(value_of[it], []).append(it)
-    c = min(len(v) for v in by_value.values())
-    if c <= 1:
-        return [items]
+    spread among its items, each value's items are sorted (stable) and the first half (c // 2 of
+    each) goes left. Items without a QI (counterfeits) sort last."""
+    if not items:
+        return []
+    values = np.fromiter((value_of[it] for it in items), dtype=np.int64, count=len(items))
     pts = points_of(items)
-    real = ~np.isnan(pts).any(axis=1)
-    spread = (np.nanmax(pts[real], axis=0) - np.nanmin(pts[real], axis=0)) if real.any() else np.zeros(pts.shape[1])
-    dim = int(np.argmax(spread))
-    half = c // 2
-    left: list[int] = []
-    right: list[int] = []
-    for v in members(sig):
-        pool = by_value[v]
-        key = points_of(pool)[:, dim]
-        key = np.where(np.isnan(key), np.inf, key)
-        ordered = [pool[i] for i in np.argsort(key, kind="stable")]
-        left.extend(ordered[:half])
-        right.extend(ordered[half:])
-    return split(sig, left, value_of, points_of) + split(sig, right, value_of, points_of)
+    arr = np.asarray(items, dtype=np.int64)
+    return [arr[part].tolist() for part in _split(values, pts, np.arange(len(items)))]
+
+
+def _split(values: np.ndarray, pts: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
+    v = values[idx]
+    counts = np.bincount(v)
+    c = int(counts[counts > 0].min())
+    if c <= 1:
+        return [idx]
+    p = pts[idx]
+    real = ~np.isnan(p).any(axis=1)
+    spread = (p[real].max(axis=0) - p[real].min(axis=0)) if real.any() else np.zeros(p.shape[1])
+    key = p[:, int(np.argmax(spread))]
+    key = np.where(np.isnan(key), np.inf, key)
+    order = np.lexsort((np.arange(len(idx)), key, v))  # by value, then key, then position (stable)
+    sorted_v = v[order]
+    rank = np.arange(len(order)) - np.searchsorted(sorted_v, sorted_v, side="left")  # rank within its value
+    left = rank < c // 2
+    ordered = idx[order]  # both halves stay sorted by value
+    return _split(values, pts, ordered[left]) + _split(values, pts, ordered[~left])
 
 
 # ---------------------------------------------------------------------------- publication
