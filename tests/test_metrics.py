@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdpbench.data import Publication
+from cdpbench.data import Publication, Release
 from cdpbench.errors import ConfigError
 from cdpbench.metrics import _regions
 from cdpbench.metrics.belief import BeliefMetrics
@@ -860,3 +860,18 @@ def test_metrics_are_registered():
     assert {"utility", "record_linkage", "kl_divergence", "query_error", "belief"} <= set(reg.names("metric"))
     assert isinstance(reg.create("metric", "kl_divergence"), KLDivergence)
     assert reg.create("metric", "query_error", {"queries": 5}).params.queries == 5
+
+
+def test_publication_info_reports_its_numbers():
+    from cdpbench.metrics.info import PublicationInfo
+
+    reg = Registry()
+    assert isinstance(reg.create("metric", "publication_info"), PublicationInfo)
+    rel = Release(1, Schema((NumericQI("age", 0, 100),), Sensitive("s", ("a", "b"))), np.arange(2),
+                  np.array([[30.0], [40.0]]), np.array([0, 1]))
+    pub = Publication.from_partition(rel, np.zeros(2, dtype=np.int64),
+                                     info={"anonymizer": "X", "counterfeits": 3, "delayed": 0, "exact": True,
+                                           "ratio": 0.5, "nan": float("nan"), "nested": {"a": 1}})
+    ctx = MetricContext(rel, pub, {}, None, np.random.default_rng(0))
+    assert PublicationInfo().compute(ctx) == {"info.counterfeits": 3.0, "info.delayed": 0.0, "info.exact": 1.0,
+                                             "info.ratio": 0.5}
