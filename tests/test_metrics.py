@@ -875,3 +875,17 @@ def test_publication_info_reports_its_numbers():
     ctx = MetricContext(rel, pub, {}, None, np.random.default_rng(0))
     assert PublicationInfo().compute(ctx) == {"info.counterfeits": 3.0, "info.delayed": 0.0, "info.exact": 1.0,
                                              "info.ratio": 0.5}
+
+
+def test_ncp_mean_is_the_mean_over_published_tuples_counterfeits_included():
+    schema = Schema((NumericQI("age", 0, 100),), Sensitive("s", ("a", "b")))
+    rel = Release(1, schema, np.arange(5), np.array([[10.0], [30.0], [50.0], [50.0], [90.0]]), np.array([0, 1, 0, 1, 0]))
+    pub = Publication.from_partition(rel, np.array([0, 0, 1, 1, -1]))  # NCP 0.2 (10-30), 0 (50-50); row 4 suppressed
+    pub.group = np.concatenate([pub.group, [0]])  # a counterfeit in group 0
+    pub.sensitive = np.concatenate([pub.sensitive, [1]])
+    pub.respondent = np.concatenate([pub.respondent, [-1]])
+    pub.row = np.concatenate([pub.row, [-1]])
+    pub.counterfeit = np.concatenate([pub.counterfeit, [True]])
+    out = UtilityMetrics(UtilityParams(ncp_range="domain")).compute(MetricContext(rel, pub, {}, None, np.random.default_rng(0)))
+    assert out["ncp_mean"] == pytest.approx((0.2 * 3 + 0.0 * 2) / 5)
+    assert out["gcp"] == pytest.approx(0.4) and out["gcp_norm"] == pytest.approx((0.4 + 1) / 5)

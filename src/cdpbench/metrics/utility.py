@@ -124,7 +124,9 @@ class UtilityMetrics(Metric):
     the size of the release, ``discernibility_norm`` = discernibility / ``(|T| + counterfeits)^2``
     (= / ``|T|^2`` without counterfeits; in [0, 1]), ``suppressed``, ``suppressed_fraction``
     (over ``|T|``), ``counterfeits``, ``groups``, ``group_size_min``, ``group_size_mean``
-    (0 without groups). GCP's NCP divides a numeric QI's interval by the range ``params.ncp_range``
+    (0 without groups), ``ncp_mean`` = the mean NCP of the published tuples, counterfeits included
+    and suppressed records not (slicedBucket's NCP %, Eqs. 4–6, divided by 100: NCP(T*) over
+    |T*| with equal weights). GCP's NCP divides a numeric QI's interval by the range ``params.ncp_range``
     names (module docstring).
     """
 
@@ -137,6 +139,7 @@ class UtilityMetrics(Metric):
         n_sup = len(pub.suppressed)
         n_fake = int(np.count_nonzero(pub.counterfeit))
         total, norm = gcp(pub, release, self.params.ncp_range)
+        per_tuple = ncp(pub, release, self.params.ncp_range) if len(pub) else np.zeros(0)
         disc = float(np.sum(sizes.astype(float) ** 2) + n_sup * n)
         scale = float(n + n_fake) ** 2
         return {
@@ -150,4 +153,5 @@ class UtilityMetrics(Metric):
             "groups": float(pub.n_groups),
             "group_size_min": float(sizes.min()) if len(sizes) else 0.0,
             "group_size_mean": float(sizes.mean()) if len(sizes) else 0.0,
+            "ncp_mean": float(per_tuple.mean()) if len(per_tuple) else 0.0,
         }
