@@ -61,7 +61,9 @@ def test_help_through_the_console_script(cli):
 # ---------------------------------------------------------------------------------- experiments
 def test_presets_and_option_groups_of_the_repository():
     assert preset_names() == ["quickstart", "bayframe/fig3", "bayframe/fig4", "bayframe/fig5", "bayframe/fig6",
-                              "bayframe/fig9", "bayframe/fig11", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
+                              "bayframe/fig9", "bayframe/fig11", "invariance/attack", "invariance/fig5",
+                              "invariance/fig5b", "invariance/fig6", "invariance/fig7", "invariance/fig8",
+                              "invariance/fig9", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
                               "js_reduce/fig7", "js_reduce/fig8"]
     assert preset_options("experiment/bayframe/estimate") == ["bayframe_1", "bayframe_2", "jsreduce_1", "jsreduce_2"]
     assert preset_options("experiment/js_reduce/method") == METHODS
@@ -298,3 +300,21 @@ def test_browse_hint_for_a_tracking_server_is_its_ui(uri, expected):
 def test_browse_hint_for_a_database_is_the_mlflow_ui_command(uri):
     hint = browse_hint(uri, "7")
     assert re.fullmatch(rf"\S*mlflow ui --backend-store-uri {re.escape(uri)}   \(then open http://127\.0\.0\.1:5000/#/experiments/7\)", hint)
+
+
+def test_report_against_labels_configurations_by_their_other_overrides():
+    from types import SimpleNamespace
+
+    from cdpbench.report import _against
+
+    def run(rid, method, sel, value):
+        tags = {"cdpbench.overrides": f"+experiment/invariance/method={method} metrics.query_error.selectivity={sel} seed=0"}
+        params = {"metrics.query_error.selectivity": str(sel), "anonymizer.name": method, "anonymizer.m": "8"}
+        return (SimpleNamespace(info=SimpleNamespace(run_id=rid), data=SimpleNamespace(tags=tags, params=params)),
+                {"q": pd.Series({1: value, 2: 2 * value})})
+
+    pairs = [run("a", "m_invariance", 0.1, 1.0), run("b", "m_invariance", 0.2, 3.0), run("c", "sliced_bucket", 0.1, 5.0)]
+    runs, histories = [r for r, _ in pairs], {r.info.run_id: h for r, h in pairs}
+    series = _against(runs, histories, "q", "metrics.query_error.selectivity", at=2)
+    assert {k: v.to_dict() for k, v in series.items()} == {"method=m_invariance": {0.1: 2.0, 0.2: 6.0},
+                                                           "method=sliced_bucket": {0.1: 10.0}}

@@ -24,6 +24,13 @@ GRIDS = {
     "bayframe/fig6": {"+experiment/bayframe/compromise": 2},
     "bayframe/fig9": {"+experiment/bayframe/defense": 4},
     "bayframe/fig11": {"+experiment/bayframe/fig11_steps": 2},
+    "invariance/attack": {"+experiment/invariance/method": 4},
+    "invariance/fig5": {"+experiment/invariance/method": 4},
+    "invariance/fig5b": {"+experiment/invariance/method": 2, "privacy_model.m": 3},
+    "invariance/fig6": {"+experiment/invariance/method": 4},
+    "invariance/fig7": {"+experiment/invariance/method": 4, "metrics.query_error.selectivity": 6},
+    "invariance/fig8": {"+experiment/invariance/method": 4},
+    "invariance/fig9": {"+experiment/invariance/method": 4, "privacy_model.m": 5},
 }
 
 

@@ -133,16 +133,24 @@ def _counts(statuses: Counter) -> str:
 
 def _against(runs, histories, metric: str, param: str, at: int | None = None) -> dict[str, pd.Series]:
     """Per configuration (runs equal but for ``param``), the mean of ``metric`` over releases (or
-    its value at release ``at``) against the value of ``param``."""
+    its value at release ``at``) against the value of ``param``. Configurations are told apart by
+    the jobs' command-line overrides other than ``param`` (labelled by those not shared by all,
+    as :func:`_labels` does), else by their other parameters."""
+    overrides = [r.data.tags.get("cdpbench.overrides") for r in runs]
+    by_tags = all(o is not None for o in overrides)
     points: dict[str, dict[float, float]] = {}
-    for r in runs:
+    for r, tags in zip(runs, overrides):
         if param not in r.data.params:
             raise CdpbenchError(f"run {r.info.run_id} has no parameter {param!r}")
         try:
             x = float(r.data.params[param])
         except ValueError:
             raise CdpbenchError(f"parameter {param!r} is not numeric ({r.data.params[param]!r})") from None
-        others = {k: v for k, v in r.data.params.items() if k != param and not k.startswith(IGNORED_PARAMS)}
+        if by_tags:
+            config = " ".join(t for t in tags.split() if t.lstrip("+~").partition("=")[0] != param)
+        else:
+            others = {k: v for k, v in r.data.params.items() if k != param and not k.startswith(IGNORED_PARAMS)}
+            config = _config_key(others)
         hist = histories[r.info.run_id]
         for key in _matching(hist, metric):
             series = hist[key]
@@ -150,9 +158,20 @@ def _against(runs, histories, metric: str, param: str, at: int | None = None) ->
                 raise CdpbenchError(f"--at {at}: run {r.info.run_id} has {metric!r} at releases "
                                     f"{int(series.index.min())}..{int(series.index.max())} only")
             y = float(series.mean()) if at is None else float(series.loc[at])
-            points.setdefault(_config_key(others) + (f" [{key}]" if key != metric else ""), {})[x] = y
-    labels = _short_config_labels(list(points))
+            points.setdefault(config + (f" [{key}]" if key != metric else ""), {})[x] = y
+    labels = _short_override_labels(list(points)) if by_tags else _short_config_labels(list(points))
     return {labels[k]: pd.Series(v).sort_index() for k, v in points.items()}
+
+
+def _short_override_labels(keys: list[str]) -> dict[str, str]:
+    """Keep only the overrides that differ between configurations (``method=sliced_bucket``)."""
+    tokens = [k.split(" [")[0].split() for k in keys]
+    common = set.intersection(*(set(t) for t in tokens)) if tokens else set()
+    out = {}
+    for k, toks in zip(keys, tokens):
+        suffix = (" [" + k.split(" [", 1)[1]) if " [" in k else ""
+        out[k] = (" ".join(short_override(t) for t in toks if t not in common) or "all runs") + suffix
+    return out
 
 
 def _config_key(params: dict[str, str]) -> str:

@@ -207,3 +207,23 @@ def test_counterfeit_methods_publish_everyone(name):
     pubs = publish_all(METHODS[name][0](3), releases)
     assert all(len(p.suppressed) == 0 for p in pubs)
     assert sum(int(p.counterfeit.sum()) for p in pubs) > 0
+
+
+def test_affinity_groups_merge_the_most_associated_columns():
+    from cdpbench_invariance.sliced_bucket import affinity_groups
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 4, 500)
+    qi = np.column_stack([a, rng.integers(0, 3, 500), a // 2, rng.integers(0, 5, 500)]).astype(float)
+    names = ["w", "x", "y", "z"]
+    assert affinity_groups(qi, names, 3) == [["w", "y"], ["x"], ["z"]]  # y is a function of w: φ² = 1
+    assert affinity_groups(qi, names, 1) == [names]
+    assert affinity_groups(qi, names, 4) == [["w"], ["x"], ["y"], ["z"]]
+
+
+def test_sliced_bucket_reports_its_column_grouping():
+    releases = scenario(0, releases=1)
+    for params, expected in [(SlicedBucketParams(m=2), "age,gender"), (SlicedBucketParams(m=2, grouping="affinity", column_count=1), "age,gender"),
+                             (SlicedBucketParams(m=2, columns=[["age"], ["gender"]]), "age | gender")]:
+        pub = publish_all(SlicedBucket(params), releases)[0]
+        assert pub.info["columns"] == expected

@@ -51,7 +51,7 @@ def covering(view: PublicView, qi: np.ndarray) -> Iterator[tuple[np.ndarray, np.
         inside = np.ones((len(rows), len(groups)), dtype=bool)
         for j in range(qi.shape[1]):
             if j in categorical:
-                inside &= view.value_sets[j][groups][:, x[:, j].astype(np.int64)].T
+                inside &= view.value_sets[j][np.ix_(groups, x[:, j].astype(np.int64))].T
             else:
                 lo, hi = view.low[groups, j][None, :], view.high[groups, j][None, :]
                 inside &= (x[:, j][:, None] >= lo) & (x[:, j][:, None] <= hi)

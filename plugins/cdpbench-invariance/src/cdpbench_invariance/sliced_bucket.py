@@ -16,8 +16,10 @@ Per release (:mod:`cdpbench_invariance.family` runs the phases):
   (Algorithm 6) made m-eligible with Cach tuples (keeping ``cache_reserve`` per value: spec §3.5
   item 5); **partition** (Algorithm 7); **cell generalization** (Algorithm 8): age to [min-max],
   gender kept or *, zip to its longest common prefix; tuples shuffled inside each bucket.
-* **Attribute grouping** (Eq. 3): the QI columns are grouped by φ² affinity; the paper fixes
-  {age, gender}, {zip}. With cells generalized bucket by bucket, every column's cell is the same
+* **Attribute grouping** (Eq. 3): the QI columns are grouped by φ² affinity (``grouping:
+  affinity``: average-linkage merging of the pair of groups with the highest mean φ² until
+  ``column_count`` groups are left, as slicing clusters attributes) or as the paper fixes them
+  (``grouping: paper``, the default: {age, gender}, {zip}), or as ``columns`` lists them. With cells generalized bucket by bucket, every column's cell is the same
   for all tuples of a bucket (spec §3.5 item 8), so the grouping changes no published value; it is
   reported in the publication's ``info`` (``columns``) and :func:`affinity` computes Eq. 3.
 """
@@ -57,9 +59,15 @@ class SlicedBucketParams:
         default=0,
         metadata={"help": "Cach tuples kept per value when Cach makes the new tuples m-eligible (>= 0; spec §3.5 item 5)"},
     )
+    grouping: str = field(
+        default="paper",
+        metadata={"help": "how the QI columns are grouped (Eq. 3): 'paper' = {age, gender}, {zip} (other QIs alone), "
+                  "'affinity' = by phi^2 into column_count groups; 'columns' overrides both"},
+    )
+    column_count: int = field(default=2, metadata={"help": "grouping=affinity: number of QI column groups (>= 1)"})
     columns: list[list[str]] | None = field(
         default=None,
-        metadata={"help": "QI column groups (Eq. 3); null: the paper's {age, gender}, {zip} when present, else one group per column"},
+        metadata={"help": "QI column groups given explicitly (lists of QI names), or null for 'grouping'"},
     )
     shuffle: bool = field(default=True, metadata={"help": "shuffle the tuples inside each bucket before publishing"})
 
@@ -70,6 +78,13 @@ class SlicedBucketParams:
             "cache_reserve",
             "an integer >= 0",
             self.cache_reserve,
+        )
+        require(self.grouping in ("paper", "affinity"), "grouping", "one of 'paper', 'affinity'", self.grouping)
+        require(
+            isinstance(self.column_count, int) and not isinstance(self.column_count, bool) and self.column_count >= 1,
+            "column_count",
+            "an integer >= 1",
+            self.column_count,
         )
         if self.columns is not None:
             ok = isinstance(self.columns, (list, tuple)) and all(
@@ -88,9 +103,11 @@ class SlicedBucket(InvariantAnonymizer):
         self.policy = Policy(scope="history", filler="cache", cache_reserve=self.params.cache_reserve)
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        names = release.schema.qi_names
+        names = list(release.schema.qi_names)
         groups = self.params.columns
-        if groups is None:
+        if groups is None and self.params.grouping == "affinity":
+            groups = affinity_groups(release.qi, names, self.params.column_count)
+        elif groups is None:
             paper = [[c for c in ("age", "sex", "gender") if c in names], [c for c in ("zip",) if c in names]]
             rest = [[c] for c in names if not any(c in g for g in paper)]
             groups = [g for g in paper if g] + rest
@@ -99,3 +116,24 @@ class SlicedBucket(InvariantAnonymizer):
         pub = super().publish(release, ctx)
         pub.info["columns"] = " | ".join(",".join(g) for g in groups)
         return pub
+
+
+def affinity_groups(qi: np.ndarray, names: list[str], count: int) -> list[list[str]]:
+    """The QI columns grouped by φ² (Eq. 3): from one group per column, the two groups with the
+    highest mean pairwise φ² merge until ``count`` groups are left (ties: the first pair in
+    column order). Groups list their columns in column order, in the order of their first column."""
+    d = len(names)
+    phi = np.array([[affinity(qi[:, a], qi[:, b]) if a != b else 1.0 for b in range(d)] for a in range(d)])
+    groups = [[j] for j in range(d)]
+    while len(groups) > max(count, 1):
+        best, pair = -1.0, (0, 1)
+        for x in range(len(groups)):
+            for y in range(x + 1, len(groups)):
+                score = float(phi[np.ix_(groups[x], groups[y])].mean())
+                if score > best:
+                    best, pair = score, (x, y)
+        x, y = pair
+        groups[x] = sorted(groups[x] + groups[y])
+        del groups[y]
+    groups.sort(key=lambda g: g[0])
+    return [[names[j] for j in g] for g in groups]
