@@ -889,3 +889,60 @@ def test_ncp_mean_is_the_mean_over_published_tuples_counterfeits_included():
     out = UtilityMetrics(UtilityParams(ncp_range="domain")).compute(MetricContext(rel, pub, {}, None, np.random.default_rng(0)))
     assert out["ncp_mean"] == pytest.approx((0.2 * 3 + 0.0 * 2) / 5)
     assert out["gcp"] == pytest.approx(0.4) and out["gcp_norm"] == pytest.approx((0.4 + 1) / 5)
+
+
+def test_view_regions_are_the_publication_regions():
+    from cdpbench.regions import view_regions
+
+    tax = Taxonomy.from_prefixes(["47901", "47902", "47905", "47302", "47304"])
+    schema = Schema((NumericQI("age", 0, 100), CategoricalQI("zip", tax)), Sensitive("s", ("a", "b")))
+    rng = np.random.default_rng(1)
+    rel = Release(1, schema, np.arange(40), np.column_stack([rng.integers(20, 60, 40), rng.integers(0, 5, 40)]).astype(float),
+                  rng.integers(0, 2, 40))
+    pub = Publication.from_partition(rel, rng.integers(0, 6, 40))
+    got, want = view_regions(pub.public()), _regions.publication_regions(pub)
+    np.testing.assert_array_equal(got.low, want.low)
+    np.testing.assert_array_equal(got.high, want.high)
+    np.testing.assert_array_equal(got.sets[1], want.sets[1])
+    np.testing.assert_array_equal(got.group, want.group)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_prefix_sums_and_meeting_blocks_agree(seed, monkeypatch):
+    """KL and RL count the regions holding a point by prefix sums over the grid when every region
+    is a box (covering_sums), else pair by pair (meeting_blocks): both give the same numbers; and
+    covering_sums equals the dense brute force."""
+    from cdpbench.metrics import kl as kl_module
+    from cdpbench.metrics import linkage as linkage_module
+
+    rng = np.random.default_rng(seed)
+    tax = Taxonomy.from_prefixes([f"47{a}{b}{c}" for a in "09" for b in "012" for c in "13"])
+    schema = Schema((NumericQI("age", 17, 90), CategoricalQI("zip", tax), CategoricalQI("sex", Taxonomy.flat(["F", "M"]))),
+                    Sensitive("s", ("a", "b", "c")))
+    n = 300
+    rel = Release(1, schema, np.arange(n), np.column_stack([rng.integers(17, 91, n), rng.integers(0, tax.size, n),
+                                                            rng.integers(0, 2, n)]).astype(float), rng.integers(0, 3, n))
+    pub = Publication.from_partition(rel, rng.integers(-1, 25, n))
+    regions = _regions.publication_regions(pub)
+    w = rng.random((len(regions), 2))
+    summed = _regions.covering_sums(rel.qi, regions, w, schema.categorical)
+    inside = np.ones((n, len(regions)), dtype=bool)
+    for j in range(3):
+        if j in schema.categorical:
+            inside &= regions.sets[j][:, rel.qi[:, j].astype(np.int64)].T
+        else:
+            inside &= (rel.qi[:, j][:, None] >= regions.low[:, j]) & (rel.qi[:, j][:, None] <= regions.high[:, j])
+    np.testing.assert_allclose(summed, inside.astype(float) @ w, rtol=1e-12, atol=1e-12)
+    fast = (kl_divergence(pub, rel), linkage_probabilities(pub, rel))
+    monkeypatch.setattr(kl_module, "covering_sums", lambda *a: None)
+    monkeypatch.setattr(linkage_module, "covering_sums", lambda *a: None)
+    slow = (kl_divergence(pub, rel), linkage_probabilities(pub, rel))
+    assert fast[0] == pytest.approx(slow[0], rel=1e-12, abs=1e-12)
+    np.testing.assert_array_equal(fast[1], slow[1])
+    # a set that is not a leaf range: no prefix sums
+    sets = dict(regions.sets)
+    sets[1] = sets[1].copy()
+    sets[1][0] = False
+    sets[1][0, [0, 2]] = True
+    holes = _regions.Regions(regions.low, regions.high, sets, regions.group)
+    assert _regions.covering_sums(rel.qi, holes, w, schema.categorical) is None

@@ -8,6 +8,8 @@ import pytest
 
 from cdpbench.data import Publication
 from cdpbench.plugin import AttackContext
+from cdpbench.schema import CategoricalQI, Schema
+from cdpbench.taxonomy import Taxonomy
 from cdpbench_invariance.membership import MembershipAttacker
 from cdpbench_invariance.sliced_bucket import SlicedBucket, SlicedBucketParams
 
@@ -16,6 +18,7 @@ from test_invariance_properties import SCHEMA, publish_all, scenario  # noqa: E4
 
 
 def oracle(pub, release):
+    schema = release.schema
     """Per published respondent: the value counts over the tuples of every group whose cell covers
     its QI, by loops."""
     out = {}
@@ -24,7 +27,7 @@ def oracle(pub, release):
         weight = np.zeros(release.n_values)
         for g in range(pub.n_groups):
             ok = True
-            for j, a in enumerate(SCHEMA.qi):
+            for j, a in enumerate(schema.qi):
                 if a.kind == "categorical":
                     ok &= bool(pub.value_sets[j][g, int(x[j])])
                 else:
@@ -36,18 +39,34 @@ def oracle(pub, release):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_posterior_matches_brute_force_on_random_partitions(seed):
+@pytest.mark.parametrize("categorical", ["taxonomy", "set"])
+def test_posterior_matches_brute_force_on_random_partitions(seed, categorical, monkeypatch):
+    """Taxonomy nodes are leaf ranges: prefix sums over the grid; arbitrary leaf sets ("set" with
+    more leaves than the gender's two: a flat zip) fall back to meeting rows and groups."""
+    import cdpbench_invariance.membership as membership
+
+    calls = []
+    real = membership.covering_sums
+    monkeypatch.setattr(membership, "covering_sums", lambda *a: calls.append(real(*a)) or calls[-1])
     rng = np.random.default_rng(seed)
     release = scenario(seed, releases=1)[0]
+    if categorical == "set":  # a third column with 6 leaves, so that a group's set can have holes
+        from cdpbench.data import Release
+
+        zips = Taxonomy.flat([f"z{i}" for i in range(6)])
+        schema = Schema((*SCHEMA.qi, CategoricalQI("zip", zips)), SCHEMA.sensitive)
+        release = Release(release.t, schema, release.respondent,
+                          np.column_stack([release.qi, rng.integers(0, 6, len(release))]).astype(float), release.sensitive)
     groups = rng.integers(0, 12, len(release))
     groups[rng.random(len(release)) < 0.1] = -1
-    pub = Publication.from_partition(release, groups)
+    pub = Publication.from_partition(release, groups, categorical=categorical)
     res = MembershipAttacker().observe(pub.public(), AttackContext(release, [pub.public()], rng))
     expected = oracle(pub, release)
     assert list(res.respondent) == list(expected)
     np.testing.assert_allclose(res.posterior, np.array(list(expected.values())), rtol=0, atol=1e-12)
     single = int(sum((p > 0).sum() == 1 for p in expected.values()))
     assert res.extra["disclosed"] == single
+    assert (calls[0] is None) == (categorical == "set")  # which path ran
 
 
 def test_a_single_valued_group_alone_on_its_cell_is_disclosed():

@@ -150,6 +150,52 @@ def meeting_blocks(
         yield qs, regs, meets
 
 
+GRID_BUDGET = 1 << 24  # grid cells x weight columns summed at once by covering_sums
+
+
+def covering_sums(points: np.ndarray, regions: Regions, weights: np.ndarray, categorical: list[int]) -> np.ndarray | None:
+    """``[n, k]``: for each row of ``points`` the sum of ``weights`` (``[R, k]``) over the regions
+    whose closed box holds it (categorical columns: its leaf in the region's set), without
+    visiting (point, region) pairs: over the grid of the points' distinct values per column, each
+    region adds its weights at the 2^d corners of its box (inclusion–exclusion) and a cumulative
+    sum along every axis leaves in each grid cell the sum over the boxes holding it.
+
+    Exact for integer weights (counts); for real weights the sums are taken in another order than
+    region by region (last-bit differences). ``None`` when a region's categorical set is not a
+    contiguous leaf range (the caller meets points and regions with :func:`meeting_blocks`), or
+    when the grid exceeds ``GRID_BUDGET``."""
+    n, d = points.shape
+    for j in categorical:
+        vs = regions.sets[j]
+        leaves = np.arange(vs.shape[1])
+        ranges = (leaves[None, :] >= regions.low[:, j][:, None]) & (leaves[None, :] <= regions.high[:, j][:, None])
+        if not np.array_equal(vs, ranges):
+            return None
+    weights = np.asarray(weights, dtype=float).reshape(len(regions), -1)
+    k = weights.shape[1]
+    axes = [np.unique(points[:, j]) for j in range(d)]
+    shape = tuple(len(a) + 1 for a in axes)
+    if float(np.prod(shape, dtype=np.float64)) * k > GRID_BUDGET:
+        return None
+    first = np.column_stack([np.searchsorted(axes[j], regions.low[:, j], side="left") for j in range(d)])
+    last = np.column_stack([np.searchsorted(axes[j], regions.high[:, j], side="right") - 1 for j in range(d)])
+    keep = (first <= last).all(axis=1)  # boxes holding no grid value add nothing
+    first, last, w = first[keep], last[keep], weights[keep]
+    grid = np.zeros(shape + (k,))
+    for corner in range(1 << d):
+        index, sign = [], 1.0
+        for j in range(d):
+            if corner >> j & 1:
+                index.append(last[:, j] + 1)
+                sign = -sign
+            else:
+                index.append(first[:, j])
+        np.add.at(grid, tuple(index), sign * w)
+    for j in range(d):
+        np.cumsum(grid, axis=j, out=grid)
+    return grid[tuple(np.searchsorted(axes[j], points[:, j]) for j in range(d))]
+
+
 def equal_rows(queries: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every ``(query, point)`` pair of equal rows (an exact join on all columns), as two int64
     arrays; how a bucketized publication's exact QI points meet records and cells."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..data import Publication, Release
 from ..plugin import Metric, MetricContext
-from ._regions import equal_rows, integer_count, integral_columns, meeting_blocks, publication_regions, suppressed_rows
+from ._regions import covering_sums, equal_rows, integer_count, integral_columns, meeting_blocks, publication_regions, suppressed_rows
 
 
 def reconstructed_mass(publication: Publication, release: Release) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +98,14 @@ def reconstructed_mass(publication: Publication, release: Release) -> tuple[np.n
                 point_key[:, j] = np.searchsorted(cell_index[j][1], point_key[:, j], side="right") - 1
             c, k = equal_rows(cell_key, point_key)
             mass += np.bincount(c, weights=per_region[k, cell_s[c]], minlength=len(cells))
-        for qs, regs, meets in ([] if publication.bucketized else meeting_blocks(q_low, q_high, regions, categorical)):
+        summed = None
+        if not publication.bucketized and not real_valued:  # cells are points: prefix sums over the grid
+            weights = region_factor[:, None] * per_region
+            summed = covering_sums(q_low, regions, weights, categorical)
+            if summed is not None:
+                mass += summed[np.arange(len(cells)), cell_s]
+        blocks = [] if publication.bucketized or summed is not None else meeting_blocks(q_low, q_high, regions, categorical)
+        for qs, regs, meets in blocks:
             share = meets * region_factor[regs][None, :] * per_region[regs][:, cell_s[qs]].T
             for j in real_valued:
                 lo, hi = regions.low[regs, j][None, :], regions.high[regs, j][None, :]

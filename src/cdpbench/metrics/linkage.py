@@ -15,9 +15,10 @@ For a bucketized publication the region of a group is the set of its records' ex
 and the distance to the group is the distance to its nearest point.
 
 Vectorization: a record inside its own region (every valid publication) is at distance 0, so its
-nearest groups are exactly the groups whose region contains it; those are found block by block
-(:func:`~cdpbench.metrics._regions.meeting_blocks`), or for exact points by a join on equal
-rows. Only records outside every region (an
+nearest groups are exactly the groups whose region contains it; they are counted by prefix sums
+over the grid of the records' values (:func:`~cdpbench.metrics._regions.covering_sums`) when every
+region is a box, else found block by block (:func:`~cdpbench.metrics._regions.meeting_blocks`), or
+for exact points by a join on equal rows. Only records outside every region (an
 anonymizer that moved a record out of its box) need the full records x regions distance matrix,
 computed in chunks.
 """
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..data import Publication, Release
 from ..plugin import Metric, MetricContext
-from ._regions import DENSE_BUDGET, Regions, domain_widths, equal_rows, meeting_blocks, publication_regions
+from ._regions import DENSE_BUDGET, Regions, covering_sums, domain_widths, equal_rows, meeting_blocks, publication_regions
 
 TIE_TOLERANCE = 1e-12
 
@@ -57,10 +58,20 @@ def linkage_probabilities(publication: Publication, release: Release) -> np.ndar
         n_contain = np.bincount(keys // G, minlength=len(rows))
         own_in = np.isin(np.arange(len(rows)) * G + own, keys)
     else:
-        for qs, regs, meets in meeting_blocks(x, x, regions, categorical):
-            n_contain[qs] += meets.sum(axis=1)
-            pos = np.minimum(np.searchsorted(regs, own[qs]), len(regs) - 1)
-            own_in[qs] |= (regs[pos] == own[qs]) & meets[np.arange(len(qs)), pos]
+        counted = covering_sums(x, regions, np.ones((len(regions), 1)), categorical)
+        if counted is not None:  # every region a box: count them by prefix sums over the grid
+            n_contain = np.rint(counted[:, 0]).astype(np.int64)
+            own_in = np.ones(len(rows), dtype=bool)  # one region per group: region = group id
+            for j in range(x.shape[1]):
+                if j in categorical:
+                    own_in &= regions.sets[j][own, x[:, j].astype(np.int64)]
+                else:
+                    own_in &= (regions.low[own, j] <= x[:, j]) & (x[:, j] <= regions.high[own, j])
+        else:
+            for qs, regs, meets in meeting_blocks(x, x, regions, categorical):
+                n_contain[qs] += meets.sum(axis=1)
+                pos = np.minimum(np.searchsorted(regs, own[qs]), len(regs) - 1)
+                own_in[qs] |= (regs[pos] == own[qs]) & meets[np.arange(len(qs)), pos]
     p = np.where(own_in, 1.0 / (np.maximum(n_contain, 1) * sizes[own]), 0.0)
     outside = np.flatnonzero(n_contain == 0)
     if len(outside):

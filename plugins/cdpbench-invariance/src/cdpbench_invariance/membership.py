@@ -16,46 +16,11 @@ item 8), and m-unique buckets hold m values, so an m-unique release discloses no
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 
 from cdpbench.data import PublicView
 from cdpbench.plugin import AttackContext, Attacker, AttackResult
-
-_BLOCK = 256  # respondents judged together
-
-
-def covering(view: PublicView, qi: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Yield ``(rows, groups, inside)``: ``inside[a, b]`` says whether group ``groups[b]``'s
-    generalized cell covers row ``rows[a]`` of ``qi``; every row is yielded once, and groups not
-    yielded with a row do not cover it.
-
-    Rows are taken in blocks of ``_BLOCK`` along their first numeric column; a block is compared
-    only with the groups whose interval on that column meets the block's range (generalized
-    groups are local, so most are skipped), then cell by cell."""
-    n, G = len(qi), view.n_groups
-    if n == 0 or G == 0:
-        return
-    categorical = set(view.value_sets)
-    numeric = [j for j in range(qi.shape[1]) if j not in categorical]
-    order = np.argsort(qi[:, numeric[0]], kind="stable") if numeric else np.arange(n)
-    for a in range(0, n, _BLOCK):
-        rows = order[a : a + _BLOCK]
-        x = qi[rows]
-        if numeric:
-            j0 = numeric[0]
-            groups = np.flatnonzero((view.low[:, j0] <= x[:, j0].max()) & (view.high[:, j0] >= x[:, j0].min()))
-        else:
-            groups = np.arange(G)
-        inside = np.ones((len(rows), len(groups)), dtype=bool)
-        for j in range(qi.shape[1]):
-            if j in categorical:
-                inside &= view.value_sets[j][np.ix_(groups, x[:, j].astype(np.int64))].T
-            else:
-                lo, hi = view.low[groups, j][None, :], view.high[groups, j][None, :]
-                inside &= (x[:, j][:, None] >= lo) & (x[:, j][:, None] <= hi)
-        yield rows, groups, inside
+from cdpbench.regions import covering_sums, meeting_blocks, view_regions
 
 
 class MembershipAttacker(Attacker):
@@ -69,9 +34,17 @@ class MembershipAttacker(Attacker):
         counts = view.group_counts().astype(float)  # [G, m]
         weight = np.zeros((len(respondent), counts.shape[1]))  # tuples of each value in the covering groups
         n_cover = np.zeros(len(respondent), dtype=np.int64)
-        for rows, groups, inside in covering(view, pop.qi[pos]):
-            weight[rows] = inside.astype(float) @ counts[groups]
-            n_cover[rows] = inside.sum(axis=1)
+        qi = pop.qi[pos]
+        if len(qi) and view.n_groups:
+            regions = view_regions(view)
+            ones = np.ones((len(counts), 1))
+            summed = covering_sums(qi, regions, np.hstack([counts, ones]), view.schema.categorical)
+            if summed is not None:  # every cell a box: prefix sums over the grid of QI values
+                weight, n_cover = summed[:, :-1], np.rint(summed[:, -1]).astype(np.int64)
+            else:  # each respondent's QI as a point query against the groups' cells, block by block
+                for rows, groups, inside in meeting_blocks(qi, qi, regions, view.schema.categorical):
+                    weight[rows] = inside.astype(float) @ counts[groups]
+                    n_cover[rows] = inside.sum(axis=1)
         total = weight.sum(axis=1, keepdims=True)
         m = counts.shape[1]
         posterior = np.where(total > 0, weight / np.where(total > 0, total, 1.0), 1.0 / max(m, 1))
