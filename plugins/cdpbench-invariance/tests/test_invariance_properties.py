@@ -227,3 +227,14 @@ def test_sliced_bucket_reports_its_column_grouping():
                              (SlicedBucketParams(m=2, columns=[["age"], ["gender"]]), "age | gender")]:
         pub = publish_all(SlicedBucket(params), releases)[0]
         assert pub.info["columns"] == expected
+
+
+@pytest.mark.parametrize("make, name", [(lambda: SlicedBucket(SlicedBucketParams(m=8)), "anonymizer.m"),
+                                        (lambda: TauSafeLK(TauSafeLKParams(l=8, k=2)), "anonymizer.l")])
+def test_more_distinct_values_than_the_domain_has_is_a_one_line_error(make, name):
+    from cdpbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^{name} must be at most the 7 sensitive values of the data set \(got 8\)$"):
+        publish_all(make(), scenario(0, releases=1))
+    with pytest.raises(ConfigError, match=r"^anonymizer\.columns must be QI column names among \['age', 'gender'\]"):
+        publish_all(SlicedBucket(SlicedBucketParams(m=2, columns=[["age"], ["zip"]])), scenario(0, releases=1))

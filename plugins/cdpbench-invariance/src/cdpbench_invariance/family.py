@@ -89,7 +89,8 @@ class InvariantAnonymizer(Anonymizer):
         m, pol = self.params.m, self.policy
         n_values = release.n_values
         if m > n_values:
-            raise ConfigError(f"m: at most the {n_values} sensitive values of the data set (got {m})")
+            name = "anonymizer.l" if hasattr(self.params, "l") else "anonymizer.m"
+            raise ConfigError(f"{name} must be at most the {n_values} sensitive values of the data set (got {m})")
         t = release.t
         n = len(release)
         resp = release.respondent.astype(np.int64)

@@ -112,7 +112,7 @@ class SlicedBucket(InvariantAnonymizer):
             rest = [[c] for c in names if not any(c in g for g in paper)]
             groups = [g for g in paper if g] + rest
         unknown = sorted({c for g in groups for c in g} - set(names))
-        require(not unknown, "columns", f"QI column names among {names}", unknown)
+        require(not unknown, "anonymizer.columns", f"QI column names among {names}", unknown)
         pub = super().publish(release, ctx)
         pub.info["columns"] = " | ".join(",".join(g) for g in groups)
         return pub
