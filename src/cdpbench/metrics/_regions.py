@@ -196,6 +196,37 @@ def covering_sums(points: np.ndarray, regions: Regions, weights: np.ndarray, cat
     return grid[tuple(np.searchsorted(axes[j], points[:, j]) for j in range(d))]
 
 
+def box_sums(cumulative: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """``[Q, ...]`` sums over index boxes ``[first, stop)`` (per axis, ``[Q, d]`` each) of the grid
+    whose inclusive prefix sums along every axis, padded with a leading zero plane per axis, are
+    ``cumulative``: inclusion–exclusion over the 2^d corners."""
+    first = np.asarray(first, dtype=np.int64)
+    stop = np.maximum(np.asarray(stop, dtype=np.int64), first)  # empty ranges sum to 0
+    d = first.shape[1]
+    out = np.zeros((len(first),) + cumulative.shape[d:])
+    for corner in range(1 << d):
+        index, sign = [], 1.0
+        for j in range(d):
+            if corner >> j & 1:
+                index.append(first[:, j])
+                sign = -sign
+            else:
+                index.append(stop[:, j])
+        out += sign * cumulative[tuple(index)]
+    return out
+
+
+def prefix_grid(index: np.ndarray, shape: tuple[int, ...], weights: np.ndarray) -> np.ndarray:
+    """Inclusive prefix sums along every axis of the grid of ``shape`` holding ``weights`` at the
+    cells ``index`` (``[n, d]``), padded with a leading zero plane per axis (shape + 1 each), for
+    :func:`box_sums`."""
+    grid = np.zeros(tuple(s + 1 for s in shape) + np.asarray(weights).shape[1:])
+    np.add.at(grid, tuple(np.asarray(index, dtype=np.int64)[:, j] + 1 for j in range(len(shape))), weights)
+    for j in range(len(shape)):
+        np.cumsum(grid, axis=j, out=grid)
+    return grid
+
+
 def equal_rows(queries: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every ``(query, point)`` pair of equal rows (an exact join on all columns), as two int64
     arrays; how a bucketized publication's exact QI points meet records and cells."""

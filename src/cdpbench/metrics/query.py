@@ -61,7 +61,7 @@ import numpy as np
 from ..data import Publication, Release
 from ..errors import require
 from ..plugin import Metric, MetricContext
-from ._regions import DENSE_BUDGET, integer_count, integral_columns, publication_regions
+from ._regions import DENSE_BUDGET, GRID_BUDGET, box_sums, integer_count, integral_columns, prefix_grid, publication_regions
 
 FORMS = ("qi", "qi_sensitive")
 RANGES = ("nonempty", "exact")
@@ -244,11 +244,20 @@ def query_answers(queries: CountQueries, release: Release, publication: Publicat
 
 
 def _weighted_inside(low: np.ndarray, high: np.ndarray, points: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
-    """Per query, the (weighted) number of ``points`` inside its ranges."""
+    """Per query, the (weighted) number of ``points`` inside its ranges: prefix sums over the grid
+    of the points' distinct values per column when it fits ``GRID_BUDGET``, else point by point."""
     out = np.zeros(len(low))
     n = len(points)
     if n == 0:
         return out
+    axes = [np.unique(points[:, j]) for j in range(points.shape[1])]
+    shape = tuple(len(a) for a in axes)
+    if float(np.prod([s + 1 for s in shape], dtype=np.float64)) <= GRID_BUDGET:
+        index = np.column_stack([np.searchsorted(a, points[:, j]) for j, a in enumerate(axes)])
+        grid = prefix_grid(index, shape, np.ones(n) if weight is None else np.asarray(weight, dtype=float))
+        first = np.column_stack([np.searchsorted(a, low[:, j], side="left") for j, a in enumerate(axes)])
+        stop = np.column_stack([np.searchsorted(a, high[:, j], side="right") for j, a in enumerate(axes)])
+        return box_sums(grid, first, stop)
     chunk = max(1, DENSE_BUDGET // n)
     for q0 in range(0, len(low), chunk):
         sl = slice(q0, q0 + chunk)
@@ -261,11 +270,16 @@ def _weighted_inside(low: np.ndarray, high: np.ndarray, points: np.ndarray, weig
 
 
 def _spread_inside(low, high, regions, groups: np.ndarray, count: np.ndarray, schema, integral) -> np.ndarray:
-    """Per query, ``sum_g (share of group g's region inside the ranges) x count[g]``."""
+    """Per query, ``sum_g (share of group g's region inside the ranges) x count[g]``: on the
+    lattice of the domain (:func:`_lattice_spread`) when every QI is categorical with leaf-range
+    sets or integral, else group by group."""
     out = np.zeros(len(low))
     R = len(groups)
     if R == 0:
         return out
+    spread = _lattice_spread(low, high, regions, groups, count, schema, integral)
+    if spread is not None:
+        return spread
     lo_all, hi_all = regions.low[groups], regions.high[groups]
     cum = {j: np.concatenate([np.zeros((R, 1)), np.cumsum(s[groups], axis=1)], axis=1) for j, s in regions.sets.items()}
     rows = np.arange(R)[None, :]
@@ -292,6 +306,72 @@ def _spread_inside(low, high, regions, groups: np.ndarray, count: np.ndarray, sc
                 share *= np.where(length > 0, overlap / np.where(length > 0, length, 1.0), point)
         out[sl] = share.sum(axis=1)
     return out
+
+
+def _lattice_spread(low, high, regions, groups: np.ndarray, count: np.ndarray, schema, integral) -> np.ndarray | None:
+    """:func:`_spread_inside` when the QI space is a lattice — every QI categorical (leaves) or
+    numeric with an integral domain (its integers) — and every group's region a box of it (a
+    categorical set a leaf range): a group spreads ``count[g]`` evenly over its lattice points,
+    the density of every point is summed by inclusion–exclusion and prefix sums, and a query's
+    estimate is the density summed over its box (prefix sums again). ``None`` otherwise, or when
+    the lattice exceeds ``GRID_BUDGET``. Sums are taken in another order than group by group
+    (last-bit differences)."""
+    d = len(schema.qi)
+    sizes, offset = [], []
+    for j, a in enumerate(schema.qi):
+        if a.kind == "categorical":
+            sizes.append(a.taxonomy.size)
+            offset.append(0)
+        elif integral[j]:
+            sizes.append(int(np.floor(a.high) - np.ceil(a.low)) + 1)
+            offset.append(int(np.ceil(a.low)))
+        else:
+            return None
+    if float(np.prod([n + 2 for n in sizes], dtype=np.float64)) > GRID_BUDGET:
+        return None
+    lo = np.zeros((len(groups), d), dtype=np.int64)
+    hi = np.zeros((len(groups), d), dtype=np.int64)
+    for j, a in enumerate(schema.qi):
+        if a.kind == "categorical":
+            vs = regions.sets[j][groups]
+            lo[:, j], hi[:, j] = regions.low[groups, j], regions.high[groups, j]
+            leaves = np.arange(sizes[j])
+            if not np.array_equal(vs, (leaves[None, :] >= lo[:, j][:, None]) & (leaves[None, :] <= hi[:, j][:, None])):
+                return None
+        else:
+            lo[:, j] = np.ceil(regions.low[groups, j]) - offset[j]
+            hi[:, j] = np.floor(regions.high[groups, j]) - offset[j]
+        lo[:, j], hi[:, j] = np.clip(lo[:, j], 0, sizes[j]), np.clip(hi[:, j], -1, sizes[j] - 1)
+    points = np.prod(np.maximum(hi - lo + 1, 0), axis=1)
+    weight = np.asarray(count, dtype=float) / np.maximum(points, 1)
+    keep = points > 0
+    lo, hi, weight = lo[keep], hi[keep], weight[keep]
+    density = np.zeros(tuple(n + 1 for n in sizes))  # difference array, then the density per point
+    for corner in range(1 << d):
+        index, sign = [], 1.0
+        for j in range(d):
+            if corner >> j & 1:
+                index.append(hi[:, j] + 1)
+                sign = -sign
+            else:
+                index.append(lo[:, j])
+        np.add.at(density, tuple(index), sign * weight)
+    for j in range(d):
+        np.cumsum(density, axis=j, out=density)
+    cumulative = np.zeros(tuple(n + 1 for n in sizes))  # prefix sums of the density, zero-padded
+    cumulative[tuple(slice(1, None) for _ in sizes)] = density[tuple(slice(0, n) for n in sizes)]
+    for j in range(d):
+        np.cumsum(cumulative, axis=j, out=cumulative)
+    first = np.zeros((len(low), d), dtype=np.int64)
+    stop = np.zeros((len(low), d), dtype=np.int64)
+    for j, a in enumerate(schema.qi):
+        if a.kind == "categorical":
+            first[:, j] = np.clip(low[:, j], 0, sizes[j])
+            stop[:, j] = np.clip(high[:, j] + 1, 0, sizes[j])
+        else:
+            first[:, j] = np.clip(np.ceil(low[:, j]) - offset[j], 0, sizes[j])
+            stop[:, j] = np.clip(np.floor(high[:, j]) - offset[j] + 1, 0, sizes[j])
+    return box_sums(cumulative, first, stop)
 
 
 def relative_errors(true: np.ndarray, est: np.ndarray) -> np.ndarray:
