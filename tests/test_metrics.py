@@ -907,6 +907,17 @@ def test_view_regions_are_the_publication_regions():
     np.testing.assert_array_equal(got.group, want.group)
 
 
+def zip_generalization(rng, n: int, groups: int) -> tuple[Release, Publication]:
+    """A release over (age 17-90, a 12-code zip prefix taxonomy, sex) with 3 sensitive values, and
+    a random partition of it into ``groups`` taxonomy-generalized groups (some records suppressed)."""
+    tax = Taxonomy.from_prefixes([f"47{a}{b}{c}" for a in "09" for b in "012" for c in "13"])
+    schema = Schema((NumericQI("age", 17, 90), CategoricalQI("zip", tax), CategoricalQI("sex", Taxonomy.flat(["F", "M"]))),
+                    Sensitive("s", ("a", "b", "c")))
+    rel = Release(1, schema, np.arange(n), np.column_stack([rng.integers(17, 91, n), rng.integers(0, tax.size, n),
+                                                            rng.integers(0, 2, n)]).astype(float), rng.integers(0, 3, n))
+    return rel, Publication.from_partition(rel, rng.integers(-1, groups, n))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_prefix_sums_and_meeting_blocks_agree(seed, monkeypatch):
     """KL and RL count the regions holding a point by prefix sums over the grid when every region
@@ -916,13 +927,8 @@ def test_prefix_sums_and_meeting_blocks_agree(seed, monkeypatch):
     from cdpbench.metrics import linkage as linkage_module
 
     rng = np.random.default_rng(seed)
-    tax = Taxonomy.from_prefixes([f"47{a}{b}{c}" for a in "09" for b in "012" for c in "13"])
-    schema = Schema((NumericQI("age", 17, 90), CategoricalQI("zip", tax), CategoricalQI("sex", Taxonomy.flat(["F", "M"]))),
-                    Sensitive("s", ("a", "b", "c")))
-    n = 300
-    rel = Release(1, schema, np.arange(n), np.column_stack([rng.integers(17, 91, n), rng.integers(0, tax.size, n),
-                                                            rng.integers(0, 2, n)]).astype(float), rng.integers(0, 3, n))
-    pub = Publication.from_partition(rel, rng.integers(-1, 25, n))
+    rel, pub = zip_generalization(rng, 300, 25)
+    schema, n = rel.schema, len(rel)
     regions = _regions.publication_regions(pub)
     w = rng.random((len(regions), 2))
     summed = _regions.covering_sums(rel.qi, regions, w, schema.categorical)
@@ -958,13 +964,7 @@ def test_query_lattice_sums_equal_the_group_by_group_answers(seed, form, monkeyp
     from cdpbench.metrics.query import random_queries
 
     rng = np.random.default_rng(seed)
-    tax = Taxonomy.from_prefixes([f"47{a}{b}{c}" for a in "09" for b in "012" for c in "13"])
-    schema = Schema((NumericQI("age", 17, 90), CategoricalQI("zip", tax), CategoricalQI("sex", Taxonomy.flat(["F", "M"]))),
-                    Sensitive("s", ("a", "b", "c")))
-    n = 400
-    rel = Release(1, schema, np.arange(n), np.column_stack([rng.integers(17, 91, n), rng.integers(0, tax.size, n),
-                                                            rng.integers(0, 2, n)]).astype(float), rng.integers(0, 3, n))
-    pub = Publication.from_partition(rel, rng.integers(-1, 30, n))
+    rel, pub = zip_generalization(rng, 400, 30)
     queries = random_queries(rel, 200, 0.1, np.random.default_rng(seed), form, "nonempty")
     fast = query_answers(queries, rel, pub)
     monkeypatch.setattr(query_module, "_lattice_spread", lambda *a: None)

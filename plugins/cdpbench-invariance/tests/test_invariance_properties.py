@@ -1,7 +1,6 @@
 """Properties of the invariance family on random churn scenarios (inserts, deletes, updates,
 re-inserts), and the whole-history verifiers against brute-force oracles."""
 
-import itertools
 
 import numpy as np
 import pandas as pd

@@ -165,12 +165,8 @@ def covering_sums(points: np.ndarray, regions: Regions, weights: np.ndarray, cat
     contiguous leaf range (the caller meets points and regions with :func:`meeting_blocks`), or
     when the grid exceeds ``GRID_BUDGET``."""
     n, d = points.shape
-    for j in categorical:
-        vs = regions.sets[j]
-        leaves = np.arange(vs.shape[1])
-        ranges = (leaves[None, :] >= regions.low[:, j][:, None]) & (leaves[None, :] <= regions.high[:, j][:, None])
-        if not np.array_equal(vs, ranges):
-            return None
+    if not leaf_ranges(regions, categorical):
+        return None
     weights = np.asarray(weights, dtype=float).reshape(len(regions), -1)
     k = weights.shape[1]
     axes = [np.unique(points[:, j]) for j in range(d)]
@@ -181,7 +177,31 @@ def covering_sums(points: np.ndarray, regions: Regions, weights: np.ndarray, cat
     last = np.column_stack([np.searchsorted(axes[j], regions.high[:, j], side="right") - 1 for j in range(d)])
     keep = (first <= last).all(axis=1)  # boxes holding no grid value add nothing
     first, last, w = first[keep], last[keep], weights[keep]
-    grid = np.zeros(shape + (k,))
+    grid = box_density(shape, first, last, w)
+    return grid[tuple(np.searchsorted(axes[j], points[:, j]) for j in range(d))]
+
+
+def leaf_ranges(regions: Regions, categorical: list[int], rows: np.ndarray | slice = slice(None)) -> bool:
+    """Every categorical set of the regions ``rows`` is the contiguous leaf range ``[low, high]``
+    (a taxonomy node), so that the regions are boxes of the leaf codes."""
+    for j in categorical:
+        vs = regions.sets[j][rows]
+        leaves = np.arange(vs.shape[1])
+        ranges = (leaves[None, :] >= regions.low[rows, j][:, None]) & (leaves[None, :] <= regions.high[rows, j][:, None])
+        if not np.array_equal(vs, ranges):
+            return False
+    return True
+
+
+def box_density(shape: tuple[int, ...], first: np.ndarray, last: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The grid of ``shape`` (+ trailing weight axes) in which every cell holds the sum of the
+    ``weights`` of the boxes ``[first, last]`` (inclusive index ranges, ``[R, d]`` each) holding
+    it: each box adds its weights at its 2^d corners with alternating signs (inclusion–exclusion),
+    then a cumulative sum runs along every axis. ``shape`` needs one spare plane per axis for the
+    corners past ``last``."""
+    weights = np.asarray(weights, dtype=float)
+    d = len(shape)
+    grid = np.zeros(tuple(shape) + weights.shape[1:])
     for corner in range(1 << d):
         index, sign = [], 1.0
         for j in range(d):
@@ -190,10 +210,10 @@ def covering_sums(points: np.ndarray, regions: Regions, weights: np.ndarray, cat
                 sign = -sign
             else:
                 index.append(first[:, j])
-        np.add.at(grid, tuple(index), sign * w)
+        np.add.at(grid, tuple(index), sign * weights)
     for j in range(d):
         np.cumsum(grid, axis=j, out=grid)
-    return grid[tuple(np.searchsorted(axes[j], points[:, j]) for j in range(d))]
+    return grid
 
 
 def box_sums(cumulative: np.ndarray, first: np.ndarray, stop: np.ndarray) -> np.ndarray:

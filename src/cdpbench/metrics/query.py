@@ -61,7 +61,17 @@ import numpy as np
 from ..data import Publication, Release
 from ..errors import require
 from ..plugin import Metric, MetricContext
-from ._regions import DENSE_BUDGET, GRID_BUDGET, box_sums, integer_count, integral_columns, prefix_grid, publication_regions
+from ._regions import (
+    DENSE_BUDGET,
+    GRID_BUDGET,
+    box_density,
+    box_sums,
+    integer_count,
+    integral_columns,
+    leaf_ranges,
+    prefix_grid,
+    publication_regions,
+)
 
 FORMS = ("qi", "qi_sensitive")
 RANGES = ("nonempty", "exact")
@@ -331,13 +341,11 @@ def _lattice_spread(low, high, regions, groups: np.ndarray, count: np.ndarray, s
         return None
     lo = np.zeros((len(groups), d), dtype=np.int64)
     hi = np.zeros((len(groups), d), dtype=np.int64)
+    if not leaf_ranges(regions, schema.categorical, groups):
+        return None
     for j, a in enumerate(schema.qi):
         if a.kind == "categorical":
-            vs = regions.sets[j][groups]
             lo[:, j], hi[:, j] = regions.low[groups, j], regions.high[groups, j]
-            leaves = np.arange(sizes[j])
-            if not np.array_equal(vs, (leaves[None, :] >= lo[:, j][:, None]) & (leaves[None, :] <= hi[:, j][:, None])):
-                return None
         else:
             lo[:, j] = np.ceil(regions.low[groups, j]) - offset[j]
             hi[:, j] = np.floor(regions.high[groups, j]) - offset[j]
@@ -346,18 +354,7 @@ def _lattice_spread(low, high, regions, groups: np.ndarray, count: np.ndarray, s
     weight = np.asarray(count, dtype=float) / np.maximum(points, 1)
     keep = points > 0
     lo, hi, weight = lo[keep], hi[keep], weight[keep]
-    density = np.zeros(tuple(n + 1 for n in sizes))  # difference array, then the density per point
-    for corner in range(1 << d):
-        index, sign = [], 1.0
-        for j in range(d):
-            if corner >> j & 1:
-                index.append(hi[:, j] + 1)
-                sign = -sign
-            else:
-                index.append(lo[:, j])
-        np.add.at(density, tuple(index), sign * weight)
-    for j in range(d):
-        np.cumsum(density, axis=j, out=density)
+    density = box_density(tuple(n + 1 for n in sizes), lo, hi, weight)  # per lattice point
     cumulative = np.zeros(tuple(n + 1 for n in sizes))  # prefix sums of the density, zero-padded
     cumulative[tuple(slice(1, None) for _ in sizes)] = density[tuple(slice(0, n) for n in sizes)]
     for j in range(d):

@@ -81,7 +81,6 @@ class InvariantAnonymizer(Anonymizer):
         super().__init__(params)
         self.signatures = Signatures()
         self.cache: list[CacheEntry] = []
-        self.previous: set[int] = set()  # respondents published at the previous release
         self.present: set[int] = set()  # respondents of the previous release's table
 
     # ------------------------------------------------------------------ the release loop
@@ -176,17 +175,13 @@ class InvariantAnonymizer(Anonymizer):
         for sig, items in buckets:
             final.extend(split(sig, items, state.value_of, state.points_of))
         final = [b for b in final if any(it >= 0 for it in b)]
-        published = set()
         for b in final:
             sig = mask(state.value_of[it] for it in b)
             for it in b:
                 if it >= 0:
-                    r = int(resp[it])
-                    sigs.record(t, r, sig, int(value[it]))
-                    published.add(r)
+                    sigs.record(t, int(resp[it]), sig, int(value[it]))
         used = state.used_cache
         self.cache = [e for e in self.cache if id(e) not in used]
-        self.previous = published
         self.present = set(row_of)
         n_fake = sum(1 for b in final for it in b if -n_values <= it < 0)
         n_dup = sum(1 for b in final for it in b if it < -n_values)
@@ -206,7 +201,7 @@ class _Release:
     Cach entries used, and the rows placed in a bucket."""
 
     def __init__(self, anon: InvariantAnonymizer, release: Release, pts, value, resp, row_of, new):
-        self.anon, self.release, self.pts, self.value, self.resp, self.row_of = anon, release, pts, value, resp, row_of
+        self.anon, self.pts, self.value, self.resp, self.row_of = anon, pts, value, resp, row_of
         self.m = anon.params.m
         self.n_values = release.n_values
         self.free = np.zeros(len(value), dtype=bool)  # rows in the pool of new tuples, not yet placed

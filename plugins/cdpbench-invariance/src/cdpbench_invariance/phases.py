@@ -90,15 +90,6 @@ def qi_points(release: Release) -> np.ndarray:
     return release.qi / widths[None, :]
 
 
-def nearest(points: np.ndarray, candidates: np.ndarray, anchor: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` candidates (row indices into ``points``) nearest to ``anchor`` (squared
-    Euclidean), ties to the earlier candidate."""
-    if count >= len(candidates):
-        return candidates
-    d = ((points[candidates] - anchor[None, :]) ** 2).sum(axis=1)
-    return candidates[np.argsort(d, kind="stable")[:count]]
-
-
 # ---------------------------------------------------------------------------- assignment
 def alpha_beta(counts: list[int], m: int) -> tuple[int, int] | None:
     """Xiao & Tao's assignment step (slicedBucket Algorithm 6, lines 5–13): with the per-value
