@@ -47,6 +47,29 @@ def test_adult_loads_30162_complete_rows():
     assert adult["age"].min() == 17 and adult["age"].max() == 90
 
 
+def test_adult_test_split_loads_15060_complete_rows():
+    test = load_adult(split="test")
+    assert test.shape == (15_060, 15) and list(test.columns) == list(ADULT_COLUMNS)
+    assert not (test.astype(str) == "?").any().any()
+    # the first record of adult.test (after its "|1x3 Cross validator" header line)
+    assert test.loc[0].tolist() == [25, "Private", 226802, "11th", 7, "Never-married", "Machine-op-inspct", "Own-child",
+                                    "Black", "Male", 0, 0, 40, "United-States", "<=50K"]
+    assert sorted(test["salary-class"].unique()) == ["<=50K", ">50K"]  # the test file's trailing "." dropped
+    with pytest.raises(ConfigError, match="split"):
+        load_adult(split="validation")
+    with pytest.raises(ConfigError, match="zip"):
+        load_adult(with_zip=True, split="test")
+
+
+def test_relationship_uses_cdpbench_tree():
+    from cdpbench.datasets.adult import adult_taxonomy
+
+    tax = adult_taxonomy("relationship")
+    assert tax.height == 2 and tax.leaves == ("Husband", "Wife", "Own-child", "Other-relative", "Not-in-family", "Unmarried")
+    assert tax.names[1] == ("Spouse", "Relative", "Non-family")
+    assert tax.node_of_leaf[1].tolist() == [0, 0, 1, 1, 2, 2]
+
+
 def test_load_adult_returns_an_independent_copy():
     a = load_adult()
     a.loc[0, "age"] = -1

@@ -1,11 +1,15 @@
 """UCI Adult as a base table, its schema, and the "Adult continuous" scenario of BayFrame.
 
-The data file is the unmodified UCI ``adult.data`` (gzipped, see ``data/LICENSE-NOTICE.md``);
-rows with a missing value (``?`` in workclass, occupation or native-country) are dropped, leaving
-30,162 rows. Column names come from ``adult.names``; the unnamed class column is called
-``salary-class`` as in ARX. Categorical columns are generalized along the ARX hierarchies shipped
-in ``data/hierarchies/`` (``relationship`` has none and gets a flat taxonomy); numeric columns
-are :class:`~cdpbench.schema.NumericQI` with fixed domains.
+The data files are the unmodified UCI ``adult.data`` and ``adult.test`` (gzipped, see
+``data/LICENSE-NOTICE.md``); rows with a missing value (``?`` in workclass, occupation or
+native-country) are dropped, leaving 30,162 training and 15,060 test rows (the test file's header
+line and the ``.`` ending its class labels are dropped too). Column names come from
+``adult.names``; the unnamed class column is called ``salary-class`` as in ARX. Categorical
+columns are generalized along the ARX hierarchies shipped in ``data/hierarchies/``;
+``relationship`` has none in ARX and uses cdpbench's own tree
+(``cdpbench_hierarchy_relationship.csv``: Husband, Wife -> Spouse; Own-child, Other-relative ->
+Relative; Not-in-family, Unmarried -> Non-family; -> ``*``). Numeric columns are
+:class:`~cdpbench.schema.NumericQI` with fixed domains.
 
 QI lists may also name ``zip``, a **synthetic** column that is not in UCI Adult: a 5-digit
 Indiana-style code per respondent (row position), uniform over 480 codes 47001-47958, drawn from
@@ -59,38 +63,48 @@ QI_COLUMNS: tuple[str, ...] = (*ADULT_COLUMNS, ZIP_COLUMN)
 #: Documented domains (adult.names / the data set's description); the others come from the data.
 FIXED_DOMAINS: dict[str, tuple[float, float]] = {"age": (17, 90), "education-num": (1, 16), "hours-per-week": (1, 99)}
 
-#: ``relationship`` has no ARX hierarchy: a flat taxonomy over the values, in adult.names' order.
-RELATIONSHIP_VALUES: tuple[str, ...] = ("Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried")
+#: ``relationship`` has no ARX hierarchy: cdpbench's own tree (module docstring).
+RELATIONSHIP_HIERARCHY = HIERARCHY_DIR / "cdpbench_hierarchy_relationship.csv"
 
 ADULT_ROWS = 30_162  # rows of adult.data without a missing value
+ADULT_TEST_ROWS = 15_060  # rows of adult.test without a missing value
+SPLITS: dict[str, str] = {"train": "adult.data.gz", "test": "adult.test.gz"}
 
 
-@lru_cache(maxsize=1)
-def _load_adult_cached() -> pd.DataFrame:
+@lru_cache(maxsize=2)
+def _load_adult_cached(split: str = "train") -> pd.DataFrame:
     frame = pd.read_csv(
-        DATA_DIR / "adult.data.gz",
+        DATA_DIR / SPLITS[split],
         header=None,
         names=list(ADULT_COLUMNS),
         sep=",",
         skipinitialspace=True,
         skip_blank_lines=True,
+        skiprows=1 if split == "test" else 0,  # adult.test opens with "|1x3 Cross validator"
         dtype={c: str for c in CATEGORICAL_COLUMNS},
     )
     complete = ~(frame[list(CATEGORICAL_COLUMNS)] == "?").any(axis=1)
     frame = frame.loc[complete].reset_index(drop=True)
+    if split == "test":  # adult.test writes ">50K." where adult.data writes ">50K"
+        frame["salary-class"] = frame["salary-class"].str.rstrip(".")
     for c in NUMERIC_COLUMNS:
         frame[c] = frame[c].astype(np.int64)
     return frame
 
 
-def load_adult(with_zip: bool = False) -> pd.DataFrame:
-    """The cleaned Adult training file: 30,162 rows, the 15 columns of :data:`ADULT_COLUMNS`;
-    with ``with_zip``, a 16th column ``zip``: the synthetic zip code of each row (respondent id =
-    row position, :func:`~cdpbench.datasets.zipcodes.synthetic_zips`; not UCI data).
+def load_adult(with_zip: bool = False, split: str = "train") -> pd.DataFrame:
+    """The cleaned Adult file ``split``: ``"train"`` (adult.data, 30,162 rows, the default) or
+    ``"test"`` (adult.test, 15,060 rows), the 15 columns of :data:`ADULT_COLUMNS`, in file order;
+    with ``with_zip`` (train only), a 16th column ``zip``: the synthetic zip code of each row
+    (respondent id = row position, :func:`~cdpbench.datasets.zipcodes.synthetic_zips`; not UCI
+    data).
 
     Parsed once per process; every call returns a fresh copy, so callers may modify it.
     """
-    frame = _load_adult_cached().copy()
+    require(split in SPLITS, "split", f"one of {list(SPLITS)}", split)
+    if with_zip and split != "train":
+        raise ConfigError("the synthetic zip column exists for the training split only (split='train')")
+    frame = _load_adult_cached(split).copy()
     if with_zip:
         frame[ZIP_COLUMN] = zips_of_rows(len(frame))
     return frame
@@ -105,7 +119,7 @@ def adult_taxonomy(column: str) -> Taxonomy:
     if column == ZIP_COLUMN:
         return zip_taxonomy()
     if column == "relationship":
-        return Taxonomy.flat(RELATIONSHIP_VALUES)
+        return Taxonomy.from_arx_csv(RELATIONSHIP_HIERARCHY)
     return Taxonomy.from_arx_csv(HIERARCHY_DIR / f"adult_hierarchy_{column}.csv")
 
 
