@@ -318,3 +318,37 @@ def test_report_against_labels_configurations_by_their_other_overrides():
     series = _against(runs, histories, "q", "metrics.query_error.selectivity", at=2)
     assert {k: v.to_dict() for k, v in series.items()} == {"method=m_invariance": {0.1: 2.0, 0.2: 6.0},
                                                            "method=sliced_bucket": {0.1: 10.0}}
+
+
+def test_report_against_panels_split_configurations_by_the_panel_parameters():
+    """BCF Fig. 2's layout: one panel per (attributes, d2), one line per method in each."""
+    from types import SimpleNamespace
+
+    from cdpbench.report import _against
+
+    def run(rid, method, attributes, k, value):
+        tags = {"cdpbench.overrides": f"+experiment/bcf/method={method} dataset.attributes={attributes} privacy_model.k={k}"}
+        params = {"privacy_model.k": str(k), "dataset.attributes": attributes, "anonymizer.name": method}
+        return (SimpleNamespace(info=SimpleNamespace(run_id=rid), data=SimpleNamespace(tags=tags, params=params)),
+                {"cost": pd.Series({1: 0.0, 2: value})})
+
+    pairs = [run("a", "bcf_r2", "sen1", 40, 0.1), run("b", "bcf_r2", "sen1", 80, 0.2), run("c", "k_anonymized_d2", "sen1", 40, 0.5),
+             run("d", "bcf_r2", "sen3", 40, 0.3)]
+    runs, histories = [r for r, _ in pairs], {r.info.run_id: h for r, h in pairs}
+    groups = _against(runs, histories, "cost", "privacy_model.k", at=2, panels=["dataset.attributes"])
+    assert {p: {k: v.to_dict() for k, v in g.items()} for p, g in groups.items()} == {
+        "dataset.attributes=sen1": {"method=bcf_r2": {40.0: 0.1, 80.0: 0.2}, "method=k_anonymized_d2": {40.0: 0.5}},
+        "dataset.attributes=sen3": {"all runs": {40.0: 0.3}},
+    }
+    # a panel may also be named as the label shows it (method), and unknown names are refused
+    by_method = _against(runs, histories, "cost", "privacy_model.k", at=2, panels=["method"])
+    assert sorted(by_method) == ["method=bcf_r2", "method=k_anonymized_d2"]
+    with pytest.raises(CdpbenchError, match=r"--panels: no run varies \['dataset.d2'\]"):
+        _against(runs, histories, "cost", "privacy_model.k", at=2, panels=["dataset.d2"])
+
+
+def test_report_panels_and_diagonal_draw_a_figure(report):
+    out, _, folder = report("--against", "privacy_model.k", "--panels", "seed", "--diagonal")
+    assert (folder / "gain_rho_vs_privacy_model.k_panels.png").stat().st_size > 0
+    with pytest.raises(CdpbenchError, match="--panels and --diagonal go with --against"):
+        report("--diagonal")

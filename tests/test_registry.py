@@ -3,7 +3,6 @@
 from dataclasses import dataclass, field
 from importlib import metadata
 
-import numpy as np
 import pytest
 
 from cdpbench.errors import ConfigError, require

@@ -42,20 +42,63 @@ def release_plot(table: pd.DataFrame, path: Path, title: str = "") -> Path:
     return path
 
 
-def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str = "", xlabel: str = "release") -> Path:
-    """One line per configuration: ``metric`` against release (or another x)."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+def _draw_lines(ax, series: dict[str, pd.Series], styles_of: dict[str, int], diagonal: bool) -> None:
     cmap = plt.get_cmap("tab10")
     styles = ["-", "--", ":", "-."]
     markers = "osD^v<>ph*"
-    for i, (label, s) in enumerate(sorted(series.items())):
+    for label, s in sorted(series.items()):
+        i = styles_of[label]
         ax.plot(s.index, s.values, label=label, color=cmap(i % 10), linestyle=styles[i % 4],
                 marker=markers[i % len(markers)], ms=4)
+    if diagonal and series:
+        xs = pd.concat(list(series.values())).index
+        lo, hi = float(xs.min()), float(xs.max())
+        ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1, label="y = x")
+    ax.grid(alpha=0.3)
+
+
+def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str = "", xlabel: str = "release",
+               diagonal: bool = False) -> Path:
+    """One line per configuration: ``metric`` against release (or another x); ``diagonal``
+    adds the line y = x."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    _draw_lines(ax, series, {label: i for i, label in enumerate(sorted(series))}, diagonal)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} against release")
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def panels_plot(groups: dict[str, dict[str, pd.Series]], metric: str, path: Path, title: str = "", xlabel: str = "",
+                diagonal: bool = False) -> Path:
+    """Small multiples: one panel per group (e.g. per data set), one line per configuration in
+    each; a line label keeps its colour and style in every panel; one legend for the figure."""
+    names = sorted(groups)
+    labels = sorted({label for g in groups.values() for label in g})
+    styles_of = {label: i for i, label in enumerate(labels)}
+    ncols = min(3, len(names))
+    nrows = (len(names) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        _draw_lines(ax, groups[name], styles_of, diagonal)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(metric, fontsize=9)
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    handles, legend_labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in legend_labels:
+                handles.append(h)
+                legend_labels.append(lab)
+    fig.legend(handles, legend_labels, fontsize=9, loc="lower center", ncol=min(4, len(legend_labels)),
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -33,6 +33,9 @@ def report_command(argv: list[str]) -> int:
                     "parameter (e.g. privacy_model.j, metrics.query_error.selectivity), one line per other configuration")
     ap.add_argument("--at", type=int, metavar="RELEASE", help="with --against: the metric at this release instead of its "
                     "mean over releases (e.g. slicedBucket Fig. 7c: query error at release 10)")
+    ap.add_argument("--panels", metavar="PARAMS", help="with --against: one panel per value of these comma-separated "
+                    "parameters (e.g. dataset.attributes,dataset.d2 for BCF Fig. 2's six panels), lines told apart by the rest")
+    ap.add_argument("--diagonal", action="store_true", help="with --against: draw y = x (e.g. BCF Fig. 1's FA = k boundary)")
     ap.add_argument("--ru", action="store_true", help="an R-U map instead: one point per release and one series per run, "
                     "information loss (--loss, default gcp) against disclosure risk (--risk, default rl); BayFrame Figs. 7/8")
     ap.add_argument("--loss", default="gcp", help="--ru: the information-loss metric (y axis)")
@@ -43,6 +46,8 @@ def report_command(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.at is not None and not args.against:
         raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter)")
+    if (args.panels or args.diagonal) and not args.against:
+        raise CdpbenchError("--panels and --diagonal go with --against PARAM")
     uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
     c = tracking.client(uri)
     parent, runs, name = _select_runs(c, args)
@@ -72,10 +77,17 @@ def report_command(argv: list[str]) -> int:
         png = plots.scatter_plot(points, args.risk, args.loss, out / f"ru_{args.loss}_{args.risk}.png",
                                  title=f"R-U map: {args.loss} against {args.risk}, one point per release — {name}")
     elif args.against:
-        series = _against(runs, histories, args.metric, args.against, args.at)
         what = f"mean {args.metric} over releases" if args.at is None else f"{args.metric} at release {args.at}"
-        png = plots.lines_plot(series, what, out / f"{metric_file}_vs_{args.against}.png",
-                               title=f"{args.metric} against {args.against} — {name}", xlabel=args.against)
+        title = f"{args.metric} against {args.against} — {name}"
+        if args.panels:
+            panels = [p.strip() for p in args.panels.split(",") if p.strip()]
+            groups = _against(runs, histories, args.metric, args.against, args.at, panels=panels)
+            png = plots.panels_plot(groups, what, out / f"{metric_file}_vs_{args.against}_panels.png", title=title,
+                                    xlabel=args.against, diagonal=args.diagonal)
+        else:
+            series = _against(runs, histories, args.metric, args.against, args.at)
+            png = plots.lines_plot(series, what, out / f"{metric_file}_vs_{args.against}.png", title=title,
+                                   xlabel=args.against, diagonal=args.diagonal)
     else:
         png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
     csv = out / "summary.csv"
@@ -131,11 +143,14 @@ def _counts(statuses: Counter) -> str:
     return ", ".join(f"{k} {s}" for s, k in sorted(statuses.items()))
 
 
-def _against(runs, histories, metric: str, param: str, at: int | None = None) -> dict[str, pd.Series]:
+def _against(runs, histories, metric: str, param: str, at: int | None = None, panels: list[str] | None = None):
     """Per configuration (runs equal but for ``param``), the mean of ``metric`` over releases (or
     its value at release ``at``) against the value of ``param``. Configurations are told apart by
     the jobs' command-line overrides other than ``param`` (labelled by those not shared by all,
-    as :func:`_labels` does), else by their other parameters."""
+    as :func:`_labels` does), else by their other parameters.
+
+    With ``panels`` (parameter names, full or as shown in labels, e.g. ``method``): a dict
+    ``{panel label: {line label: series}}``, one panel per combination of their values."""
     overrides = [r.data.tags.get("cdpbench.overrides") for r in runs]
     by_tags = all(o is not None for o in overrides)
     points: dict[str, dict[float, float]] = {}
@@ -159,8 +174,36 @@ def _against(runs, histories, metric: str, param: str, at: int | None = None) ->
                                     f"{int(series.index.min())}..{int(series.index.max())} only")
             y = float(series.mean()) if at is None else float(series.loc[at])
             points.setdefault(config + (f" [{key}]" if key != metric else ""), {})[x] = y
+    if panels:
+        return _panel_groups(points, panels, by_tags)
     labels = _short_override_labels(list(points)) if by_tags else _short_config_labels(list(points))
     return {labels[k]: pd.Series(v).sort_index() for k, v in points.items()}
+
+
+def _panel_groups(points: dict[str, dict[float, float]], panels: list[str], by_tags: bool) -> dict[str, dict[str, pd.Series]]:
+    sep = " " if by_tags else "|"
+
+    def names(token: str) -> set[str]:
+        full = token.lstrip("+~").partition("=")[0]
+        return {full, short_override(token).partition("=")[0]} if by_tags else {full}
+
+    grouped: dict[str, dict[str, dict[float, float]]] = {}
+    for key, pts in points.items():
+        base, _, suffix = key.partition(" [")
+        toks = [t for t in base.split(sep) if t]
+        inside = [t for t in toks if names(t) & set(panels)]
+        rest = sep.join(t for t in toks if not names(t) & set(panels)) + (" [" + suffix if suffix else "")
+        panel = " ".join(short_override(t) if by_tags else t for t in inside) or "all runs"
+        grouped.setdefault(panel, {})[rest] = pts
+    found = {n for key in points for t in key.partition(" [")[0].split(sep) if t for n in names(t)}
+    missing = [p for p in panels if p not in found]
+    if missing:
+        raise CdpbenchError(f"--panels: no run varies {missing}; the swept parameters are {sorted(found)}")
+    out = {}
+    for panel, pts in grouped.items():
+        labels = _short_override_labels(list(pts)) if by_tags else _short_config_labels(list(pts))
+        out[panel] = {labels[k]: pd.Series(v).sort_index() for k, v in pts.items()}
+    return out
 
 
 def _short_override_labels(keys: list[str]) -> dict[str, str]:

@@ -266,7 +266,7 @@ def small_tables(draw):
     n = draw(st.integers(1, 40))
     n_num = draw(st.integers(0, 2))
     n_cat = draw(st.integers(0 if n_num else 1, 2))
-    columns, kinds, qis = {}, [], []
+    columns, qis = {}, []
     for j in range(n_num):
         hi = draw(st.sampled_from([3, 10, 100]))
         columns[f"n{j}"] = draw(st.lists(st.integers(0, hi), min_size=n, max_size=n))
