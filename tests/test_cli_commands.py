@@ -61,12 +61,13 @@ def test_help_through_the_console_script(cli):
 # ---------------------------------------------------------------------------------- experiments
 def test_presets_and_option_groups_of_the_repository():
     assert preset_names() == ["quickstart", "bayframe/fig3", "bayframe/fig4", "bayframe/fig5", "bayframe/fig6",
-                              "bayframe/fig9", "bayframe/fig11", "invariance/attack", "invariance/fig5",
+                              "bayframe/fig9", "bayframe/fig11", "bcf/fig1", "bcf/fig2", "invariance/attack", "invariance/fig5",
                               "invariance/fig5b", "invariance/fig6", "invariance/fig7", "invariance/fig8",
                               "invariance/fig9", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
                               "js_reduce/fig7", "js_reduce/fig8"]
     assert preset_options("experiment/bayframe/estimate") == ["bayframe_1", "bayframe_2", "jsreduce_1", "jsreduce_2"]
     assert preset_options("experiment/js_reduce/method") == METHODS
+    assert preset_options("experiment/bcf/method") == ["bcf_r2", "k_anonymized_d2", "k_anonymized_r2"]
     assert preset_options("+experiment/js_reduce/method") == METHODS
     for bad in ["experiment/../../evil", "experiment/js_reduce", "experiment", "dataset"]:
         assert preset_options(bad) == [], bad

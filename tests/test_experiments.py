@@ -18,6 +18,8 @@ GRIDS = {
     "js_reduce/fig6": {"+experiment/js_reduce/method": 4},
     "js_reduce/fig7": {"privacy_model.j": 4},
     "js_reduce/fig8": {"+experiment/js_reduce/method": 4, "metrics.query_error.selectivity": 4},
+    "bcf/fig1": {"dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
+    "bcf/fig2": {"+experiment/bcf/method": 3, "dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bayframe/fig3": {"+experiment/bayframe/estimate": 4},
     "bayframe/fig4": {"privacy_model.k": 2},
     "bayframe/fig5": {"+experiment/bayframe/steps": 2, "+experiment/bayframe/compromise": 2},
@@ -119,3 +121,18 @@ def test_bayframe_presets_use_the_papers_figure_defaults():
             "js_reduce", 3, 0.5, 0.6), name
     adult = compose_preset("bayframe/fig6")
     assert (adult.dataset.name, adult.knowledge.sv, adult.knowledge.correlation) == ("adult", "kernel", "uniform")
+
+
+def test_bcf_presets_use_the_papers_setup():
+    """BCF §6: k in {40..200}, 200D2 / 2000D2 / allD2, Sen1 and Sen3; one k shared by the
+    anonymizer, the verifier and the attacker; k-anonymized D2 publishes the increment alone."""
+    fig1 = compose_preset("bcf/fig1")
+    params = {k: str(v) for k, v in fig1.hydra.sweeper.params.items()}
+    assert params == {"dataset.attributes": "sen1,sen3", "dataset.d2": "200,2000,30162", "privacy_model.k": "40,80,120,160,200"}
+    assert (fig1.dataset.name, fig1.anonymizer.name, fig1.privacy_model.name, fig1.attacker.name) == (
+        "adult_cumulative", "tds", "k_anonymity", "correspondence")
+    bcf = compose_preset("bcf/fig2", "+experiment/bcf/method=bcf_r2", "privacy_model.k=120")
+    assert (bcf.anonymizer.name, bcf.privacy_model.name) == ("bcf", "bcf_anonymity")
+    assert bcf.anonymizer.k == bcf.privacy_model.k == bcf.attacker.k == 120
+    d2 = compose_preset("bcf/fig2", "+experiment/bcf/method=k_anonymized_d2")
+    assert (d2.dataset.name, d2.anonymizer.name, d2.attacker.name) == ("adult_increments", "tds", "none")
