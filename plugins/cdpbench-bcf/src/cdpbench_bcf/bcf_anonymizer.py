@@ -20,8 +20,11 @@ classes that were comparable through the same ``qid1``, which raises their crack
 recomputation makes every accepted step satisfy FA, CA, BA >= k by construction.
 
 Corollary 5.1: a BCF-anonymous ``R_n`` exists iff the most general one is; for two releases that
-is ``|D_2| >= k`` (BA of the all-ANY table = |D_2|). When it is not, the most general table is
-published, ``info.feasible = 0``, and the verifier reports the violations.
+is ``|D_2| >= k`` (BA of the all-ANY table = |D_2|; FA = CA = the smallest class of R1). With an
+empty ``D_2`` no T2 target exists and, by default, only FA = CA >= k binds; with ``phantom=true``
+the literal BA is 0 and nothing is feasible (``correspondence.py``'s readings). When the most
+general table fails, it is published, ``info.feasible = 0``, and the verifier reports the
+violations.
 """
 
 from __future__ import annotations
