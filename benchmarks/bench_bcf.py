@@ -28,13 +28,13 @@ import numpy as np
 from cdpbench.data import History
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
-from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer, BCFParams
+from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer
+from cdpbench_bcf.params import BCFParams
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair
 from cdpbench_bcf.cumulative import AdultCumulative, CumulativeParams
 from cdpbench_bcf.tds import TopDownSpecialization
 from cdpbench_bcf.verifier import BCFAnonymity
-from cdpbench_bcf.attackers import CorrespondenceParams
 
 K = 40
 
@@ -91,7 +91,7 @@ def main() -> None:
         history.releases.append(raw)
         history.publications.append(pub)
     t_pub = time.perf_counter() - t0
-    model = BCFAnonymity(CorrespondenceParams(k=K))
+    model = BCFAnonymity(BCFParams(k=K))
     t0 = time.perf_counter()
     reports = []
     for n, (raw, pub) in enumerate(zip(history.releases, history.publications)):

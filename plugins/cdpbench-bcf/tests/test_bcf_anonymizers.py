@@ -38,7 +38,8 @@ from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer, BCFParams
+from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer
+from cdpbench_bcf.params import BCFParams
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair
 from cdpbench_bcf.history import ReleaseChain, attack_latest
@@ -446,15 +447,21 @@ def test_bcf_release_2_is_maximal(two_release_instances):
     assert checked >= 200, checked
 
 
-def test_bcf_release_3_is_maximal():
-    checked = 0
-    for seed in range(1000, 1040):
+def three_bcf_releases(seeds):
+    """``(instance, R1 = tds, R2 = bcf, R3 = bcf)`` for the 3-release instances whose increments
+    both hold at least k records."""
+    for seed in seeds:
         inst = make_instance(seed, n_releases=3)
         if min(inst.sizes[1:]) < inst.k:
             continue
         r1 = tds(inst, 0)
         r2 = bcf(inst, 1, [r1])
-        r3 = bcf(inst, 2, [r1, r2])
+        yield inst, r1, r2, bcf(inst, 2, [r1, r2])
+
+
+def test_bcf_release_3_is_maximal():
+    checked = 0
+    for inst, r1, r2, r3 in three_bcf_releases(range(1000, 1040)):
         rel3 = inst.releases[2]
         for a, node, low, high, klass in specializations(inst, r3):
             checked += 1
@@ -581,13 +588,7 @@ def test_verifier_agrees_with_attack_pair(two_release_instances):
 
 def test_verifier_on_three_releases():
     checked = 0
-    for seed in range(2000, 2040):
-        inst = make_instance(seed, n_releases=3)
-        if min(inst.sizes[1:]) < inst.k:
-            continue
-        r1 = tds(inst, 0)
-        r2 = bcf(inst, 1, [r1])
-        r3 = bcf(inst, 2, [r1, r2])
+    for inst, r1, r2, r3 in three_bcf_releases(range(2000, 2040)):
         verifier = BCFAnonymity(BCFAnonymity.Params(k=inst.k))
         for pub, earlier in ((r1, []), (r2, [r1]), (r3, [r1, r2])):
             rep = verify(inst, pub, earlier, verifier)

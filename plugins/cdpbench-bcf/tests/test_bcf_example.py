@@ -11,10 +11,11 @@ from cdpbench.data import History, Publication
 from cdpbench.plugin import AttackContext, ModelContext
 from cdpbench.schema import CategoricalQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_bcf.attackers import BackwardAttacker, CorrespondenceAttacker, CorrespondenceParams, CrossAttacker, ForwardAttacker
+from cdpbench_bcf.attackers import BackwardAttacker, CorrespondenceAttacker, CrossAttacker, ForwardAttacker
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair, group_pairs
 from cdpbench_bcf.history import ReleaseChain
+from cdpbench_bcf.params import BCFParams
 from cdpbench_bcf.verifier import BCFAnonymity
 
 BIRTH = Taxonomy.from_paths([["UK", "Europe"], ["France", "Europe"]])
@@ -90,15 +91,15 @@ def observe(attacker, pubs, raw):
     ],
 )
 def test_attackers_on_the_example(cls, expected):
-    assert observe(cls(CorrespondenceParams(k=5)), [PUB1], [R1_RAW]).extra == {}  # no background yet
-    assert observe(cls(CorrespondenceParams(k=5)), [PUB1, PUB2], [R1_RAW, R2_RAW]).extra == expected
-    at4 = observe(cls(CorrespondenceParams(k=4)), [PUB1, PUB2], [R1_RAW, R2_RAW]).extra
+    assert observe(cls(BCFParams(k=5)), [PUB1], [R1_RAW]).extra == {}  # no background yet
+    assert observe(cls(BCFParams(k=5)), [PUB1, PUB2], [R1_RAW, R2_RAW]).extra == expected
+    at4 = observe(cls(BCFParams(k=4)), [PUB1, PUB2], [R1_RAW, R2_RAW]).extra
     assert all(v == 0.0 for key, v in at4.items() if key.startswith("below_k"))
 
 
 def test_verifier_counts_violations_against_history():
     for k, bad in ((4, 0), (5, 3)):  # k=5: R1's class (F), [France, Prof] (C) and [UK, Prof] (B)
-        model = BCFAnonymity(CorrespondenceParams(k=k))
+        model = BCFAnonymity(BCFParams(k=k))
         first = model.verify(PUB1, ModelContext(SCHEMA, R1_RAW.sensitive_distribution(), History(), R1_RAW))
         assert first.violations == 0 and first.levels == {"k": 5.0}
         hist = History([R1_RAW], [PUB1])
@@ -109,7 +110,7 @@ def test_verifier_counts_violations_against_history():
     from cdpbench.data import GroupBatch
 
     batch = GroupBatch(np.zeros(7, np.int64), np.array([0] * 5 + [1] * 2), 2, 2)
-    assert BCFAnonymity(CorrespondenceParams(k=5)).accepts(batch, None).tolist() == [True, False]
+    assert BCFAnonymity(BCFParams(k=5)).accepts(batch, None).tolist() == [True, False]
 
 
 def test_composition_b_then_f_and_c_on_a_third_release():

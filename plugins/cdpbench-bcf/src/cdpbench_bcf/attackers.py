@@ -23,36 +23,22 @@ Numbers per release (``<label>.<key>``; none at the first release, which has no 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
 from cdpbench.data import PublicView
-from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult
 
 from .classes import Classes
 from .history import LatestAttacks, ReleaseChain
-
-
-@dataclass
-class CorrespondenceParams:
-    k: int = field(default=40, metadata={"help": "threshold for the below_k counts (the BCF-anonymity k), >= 1"})
-    phantom: bool = field(
-        default=False,
-        metadata={"help": "count comparable class pairs that share no sensitive value (literal Def. 3.2; see the README)"},
-    )
-
-    def __post_init__(self) -> None:
-        require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
-        require(isinstance(self.phantom, bool), "phantom", "true or false", self.phantom)
+from .params import BCFParams
 
 
 class CorrespondenceAttacker(Attacker):
     """All correspondence attacks (BCF §4, §7.1): F, C, B on every pair with the latest release, and the compositions."""
 
-    Params = CorrespondenceParams
+    Params = BCFParams
     attacks: ClassVar[tuple[str, ...]] = ("F", "C", "B")
 
     def __init__(self, params=None):

@@ -29,30 +29,15 @@ violations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from cdpbench.data import Publication, Release
-from cdpbench.errors import require
 from cdpbench.plugin import Anonymizer, PublishContext
 
 from .classes import Classes
 from .history import ReleaseChain
+from .params import BCFParams
 from .specialization import CutState, Split
-
-
-@dataclass
-class BCFParams:
-    k: int = field(default=40, metadata={"help": "BCF-anonymity threshold: FA, CA, BA >= k (BCF §3.2), k >= 1"})
-    phantom: bool = field(
-        default=False,
-        metadata={"help": "count comparable class pairs that share no sensitive value (literal Def. 3.2; see the README)"},
-    )
-
-    def __post_init__(self) -> None:
-        require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
-        require(isinstance(self.phantom, bool), "phantom", "true or false", self.phantom)
 
 
 class BCFAnonymizer(Anonymizer):

@@ -20,15 +20,15 @@ import numpy as np
 from cdpbench.data import GroupBatch, Publication
 from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport
 
-from .attackers import CorrespondenceParams
 from .classes import Classes
 from .history import LatestAttacks, ReleaseChain
+from .params import BCFParams
 
 
 class BCFAnonymity(PrivacyModel):
     """BCF-anonymity (Fung et al. EDBT 2008): FA, CA, BA >= k against every earlier cumulative release."""
 
-    Params = CorrespondenceParams
+    Params = BCFParams
 
     def __init__(self, params=None):
         super().__init__(params)
