@@ -973,3 +973,37 @@ def test_query_lattice_sums_equal_the_group_by_group_answers(seed, form, monkeyp
     np.testing.assert_array_equal(fast[0], slow[0])  # counts: integers either way
     np.testing.assert_allclose(fast[1], slow[1], rtol=1e-12, atol=1e-9)
     assert (slow[1] > 0).any() and (slow[0] > 0).any()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_overlapping_pairs_match_brute_force(seed, monkeypatch):
+    """cdpbench.regions.overlapping_pairs: regions of two releases with different QI sets meet on
+    their shared columns (numeric intervals intersect, categorical leaf sets intersect), block by
+    block; checked against every pair, with a block small enough to cut the matrix."""
+    from cdpbench import regions as reg_mod
+    from cdpbench.regions import Regions, overlapping_pairs
+
+    rng = np.random.default_rng(seed)
+    L = 5
+
+    def regions(n, cat_cols, d):
+        low = rng.integers(0, 8, size=(n, d)).astype(float)
+        high = low + rng.integers(0, 4, size=(n, d))
+        sets = {}
+        for j in cat_cols:
+            vs = rng.random((n, L)) < 0.35
+            vs[np.arange(n), rng.integers(0, L, n)] = True
+            sets[j] = vs
+            low[:, j] = np.argmax(vs, axis=1)
+            high[:, j] = L - 1 - np.argmax(vs[:, ::-1], axis=1)
+        return Regions(low, high, sets, np.arange(n))
+
+    a = regions(int(rng.integers(1, 12)), [1], 3)  # columns: num, cat, num
+    b = regions(int(rng.integers(1, 12)), [0], 2)  # columns: cat, num
+    columns = [(1, 0, True), (2, 1, False)]  # a's cat = b's col 0, a's col 2 = b's col 1
+    monkeypatch.setattr(reg_mod, "BLOCK_CELLS", 7)
+    got = set(zip(*(x.tolist() for x in overlapping_pairs(a, b, columns))))
+    want = {(i, j) for i in range(len(a)) for j in range(len(b))
+            if (a.sets[1][i] & b.sets[0][j]).any() and a.low[i, 2] <= b.high[j, 1] and b.low[j, 1] <= a.high[i, 2]}
+    assert got == want
+    assert len(set(zip(*(x.tolist() for x in overlapping_pairs(a, b, []))))) == len(a) * len(b)  # nothing shared

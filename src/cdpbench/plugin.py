@@ -244,6 +244,13 @@ class PrivacyModel(Plugin):
         Default: ``None``."""
         return None
 
+    def accepts_publication(self, publication: Publication, ctx: ModelContext) -> bool | None:
+        """Optional: judge a whole candidate publication, e.g. against the earlier releases in
+        ``ctx.history`` (what ``accepts`` cannot see: it judges groups without their boxes or the
+        history). Anonymizers that build whole candidate publications (top-down specialization)
+        ask it about each one. Default ``None``: not offered."""
+        return None
+
     def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
         batch = publication.batch(ctx.prior_for(publication))
         ok = self.accepts(batch, ctx) if publication.n_groups else np.ones(0, bool)
