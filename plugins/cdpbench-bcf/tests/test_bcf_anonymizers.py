@@ -616,17 +616,31 @@ def test_bcf_parameters_through_the_registry():
     assert isinstance(default_registry().create("anonymizer", "bcf", {"k": 3}), BCFAnonymizer)
 
 
-def numeric_release() -> Release:
+def numeric_release(n: int = 20, t: int = 1) -> Release:
+    """A categorical and a numeric QI; the first 20 records at time 1, the rest at time 2."""
     tax = Taxonomy.from_paths([["a", "x", "*"], ["b", "x", "*"], ["c", "y", "*"], ["d", "y", "*"]])
     schema = Schema((CategoricalQI("c", tax), NumericQI("age", 0, 100)), Sensitive("s", ("u", "v")), respondent="id", time="time")
-    n = 20
-    qi = np.stack([np.arange(n) % 4, np.arange(n) * 3.0], axis=1).astype(float)
-    return Release(1, schema, np.arange(n, dtype=np.int64), qi, np.arange(n) % 2, np.ones(n, dtype=np.int64))
+    qi = np.stack([np.arange(n) % 4, (np.arange(n) * 7) % 90.0], axis=1).astype(float)
+    time = np.where(np.arange(n) < 20, 1, 2).astype(np.int64)
+    return Release(t, schema, np.arange(n, dtype=np.int64), qi, np.arange(n) % 2, time)
 
 
-@pytest.mark.parametrize("make", [lambda: TopDownSpecialization(), lambda: BCFAnonymizer(BCFParams(k=2))])
-def test_numeric_qi_is_refused(make):
-    rel = numeric_release()
-    with pytest.raises(ConfigError, match="numeric") as info:
-        make().publish(rel, publish_ctx(k_model(2), rel, History()))
-    assert "age" in str(info.value)
+def test_numeric_qi_splits_at_the_median():
+    """A numeric QI has no taxonomy: one interval of the release's values, split in two at the
+    median value its records hold (global recoding). Ages 1..8, k = 2: [1-4] | [5-8], then
+    [1-2] | [3-4] and [5-6] | [7-8]."""
+    schema = Schema((NumericQI("age", 0, 100),), Sensitive("s", ("u", "v")), respondent="id", time="time")
+    n = 8
+    rel = Release(1, schema, np.arange(n, dtype=np.int64), np.arange(1, n + 1, dtype=float)[:, None], np.arange(n) % 2,
+                  np.ones(n, dtype=np.int64))
+    pub = TopDownSpecialization().publish(rel, publish_ctx(k_model(2), rel, History()))
+    assert sorted(zip(pub.low[:, 0].tolist(), pub.high[:, 0].tolist())) == [(1, 2), (3, 4), (5, 6), (7, 8)]
+    assert pub.info["specializations"] == 3
+    # with a categorical column too, bcf's second release stays BCF-anonymous
+    rel1 = numeric_release()
+    r1 = TopDownSpecialization().publish(rel1, publish_ctx(k_model(2), rel1, History()))
+    rel2 = numeric_release(n=28, t=2)
+    r2 = BCFAnonymizer(BCFParams(k=2)).publish(rel2, publish_ctx(k_model(2), rel2, History([rel1], [r1])))
+    assert r2.info["feasible"] == 1 and r2.n_groups > 1
+    att = attack_pair(classes(r1), classes(r2))
+    assert min(att.FA, att.CA, att.BA) >= 2

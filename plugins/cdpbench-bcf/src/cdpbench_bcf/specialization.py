@@ -14,7 +14,11 @@ their classes are split). Ties go to the first attribute in QI order, then the l
 
 Children with no record are not added to the cut: they publish nothing and change nothing.
 A node with a single child (a taxonomy level that does not split it) is skipped over: its child
-covers the same leaves.
+covers the same leaves. A numeric QI has no taxonomy: its values start as one interval, and an
+interval is specialized into two at the median of the values its records hold (global recoding:
+the same split for every record in it; TDS, Fung et al. ICDE 2005 §4, splits continuous
+attributes dynamically too, at the point of highest information gain, which the lab's Score does
+not define).
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from typing import Callable
 import numpy as np
 
 from cdpbench.data import Publication, Release
-from cdpbench.errors import ConfigError
 
 from .classes import Classes
 
@@ -53,23 +56,24 @@ class CutState:
 
     def __init__(self, release: Release):
         schema = release.schema
-        numeric = [a.name for a in schema.qi if a.kind != "categorical"]
-        if numeric:
-            raise ConfigError(
-                f"top-down specialization generalizes along taxonomies; numeric QI(s) {numeric} have none "
-                "(use categorical QIs, e.g. dataset=adult_cumulative)"
-            )
         self.release = release
-        self.tax = [a.taxonomy for a in schema.qi]
-        self.leaf = release.qi.astype(np.int64)
-        n, d = self.leaf.shape
+        self.tax = [a.taxonomy if a.kind == "categorical" else None for a in schema.qi]
+        n, d = release.qi.shape
+        self.leaf = np.zeros((n, d), dtype=np.int64)  # leaf code (categorical) or value rank (numeric)
+        self.grid: dict[int, np.ndarray] = {}  # numeric column -> its sorted distinct values
         self.node_lo: list[list[int]] = []
         self.node_hi: list[list[int]] = []
         self.node_id: list[dict[tuple[int, int], int]] = []
-        for t in self.tax:
+        for a, t in enumerate(self.tax):
+            if t is None:
+                self.grid[a], self.leaf[:, a] = np.unique(release.qi[:, a], return_inverse=True)
+                top = max(len(self.grid[a]) - 1, 0)
+            else:
+                self.leaf[:, a] = release.qi[:, a].astype(np.int64)
+                top = t.size - 1
             self.node_lo.append([0])
-            self.node_hi.append([t.size - 1])
-            self.node_id.append({(0, t.size - 1): 0})
+            self.node_hi.append([top])
+            self.node_id.append({(0, top): 0})
         self.cur = np.zeros((n, d), dtype=np.int64)  # node id per record and attribute
         self.klass = np.zeros(n, dtype=np.int64)
         self.class_nodes = np.zeros((1 if n else 0, d), dtype=np.int64)
@@ -86,10 +90,18 @@ class CutState:
             self.node_hi[a].append(hi)
         return ids[(lo, hi)]
 
-    def _cuts(self, a: int, node: int) -> np.ndarray:
-        """Leaf codes where the children of ``node`` start (first child excluded), descending
-        through single-child levels."""
-        return self.tax[a].children_cuts(self.node_lo[a][node], self.node_hi[a][node])
+    def _cuts(self, a: int, node: int, codes: np.ndarray) -> np.ndarray:
+        """Leaf codes where the children of ``node`` start (first child excluded): the taxonomy's
+        children (descending through single-child levels), or for a numeric column two intervals
+        split at the median of the records' values ``codes`` (value ranks) in the node."""
+        lo, hi = self.node_lo[a][node], self.node_hi[a][node]
+        if self.tax[a] is not None:
+            return self.tax[a].children_cuts(lo, hi)
+        ranks = np.sort(codes)
+        cut = int(ranks[len(ranks) // 2])
+        if cut <= lo:  # the lower half is one value: split just above it
+            cut = int(ranks[np.searchsorted(ranks, lo, side="right")])
+        return np.array([cut], dtype=np.int64)
 
     def candidates(self) -> list[tuple[int, int]]:
         out = []
@@ -116,7 +128,7 @@ class CutState:
     # ------------------------------------------------------------------ steps
     def split(self, a: int, node: int) -> Split:
         rows = np.flatnonzero(self.cur[:, a] == node)
-        cuts = self._cuts(a, node)
+        cuts = self._cuts(a, node, self.leaf[rows, a])
         lo, hi = self.node_lo[a][node], self.node_hi[a][node]
         bounds = np.concatenate(([lo], cuts, [hi + 1]))
         idx = np.searchsorted(cuts, self.leaf[rows, a], side="right")
@@ -167,6 +179,9 @@ class CutState:
         for a in range(d):
             low[:, a] = np.asarray(self.node_lo[a])[class_nodes[:, a]]
             high[:, a] = np.asarray(self.node_hi[a])[class_nodes[:, a]]
+            if a in self.grid:  # value ranks back to values
+                low[:, a] = self.grid[a][low[:, a].astype(np.int64)]
+                high[:, a] = self.grid[a][high[:, a].astype(np.int64)]
         return low, high
 
     def live_classes(self, s: Split | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -192,12 +207,16 @@ class CutState:
         low, high = self.boxes(nodes)
         return Classes.build(low, high, {}, group, self.release.sensitive, self.release.n_values)
 
-    def publication(self, info: dict | None = None) -> Publication:
+    def publication(self, info: dict | None = None, split: Split | None = None) -> Publication:
+        """The release published with the current cut (after ``split`` if given, without changing
+        the state)."""
         rel = self.release
-        group, nodes = self.live_classes()
+        group, nodes = self.live_classes(split)
         low, high = self.boxes(nodes)
         value_sets = {}
         for a, t in enumerate(self.tax):
+            if t is None:
+                continue
             leaves = np.arange(t.size)
             value_sets[a] = (leaves[None, :] >= low[:, a][:, None]) & (leaves[None, :] <= high[:, a][:, None])
         n = len(rel)

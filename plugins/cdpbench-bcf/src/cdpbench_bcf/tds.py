@@ -4,8 +4,10 @@ algorithm in Section 5 [modified] to enforce the k-anonymity on a single table")
 
 A specialization is valid when the configured privacy model accepts every class it creates
 (``privacy_model=k_anonymity privacy_model.k=40`` for the paper's baselines; any model of the lab
-works: l-diversity, t-closeness, ...). Each release is anonymized on its own, with global recoding
-along the taxonomies; the history is ignored. See :mod:`~cdpbench_bcf.specialization` for the
+works: l-diversity, t-closeness, ...) and, when the model judges whole publications
+(``PrivacyModel.accepts_publication``, e.g. the sequential-release models that join the earlier
+releases), the publication the specialization would give. Each release is generalized on its own,
+with global recoding along the taxonomies; only such a model looks at the history. See :mod:`~cdpbench_bcf.specialization` for the
 loop, Score and tie-breaks.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdpbench.data import Publication, Release
-from cdpbench.plugin import Anonymizer, PublishContext
+from cdpbench.plugin import Anonymizer, PrivacyModel, PublishContext
 
 from .specialization import CutState, Split
 
@@ -25,12 +27,16 @@ class TopDownSpecialization(Anonymizer):
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
         state = CutState(release)
         accepts = ctx.predicate(release)
+        model, mctx = ctx.privacy_model, ctx.model_context
+        whole = type(model).accepts_publication is not PrivacyModel.accepts_publication
         calls = 0
 
         def valid(s: Split) -> bool:
             nonlocal calls
             calls += 1
-            return bool(np.all(accepts(s.rows, s.segment, s.n_new)))
+            if not np.all(accepts(s.rows, s.segment, s.n_new)):
+                return False
+            return not whole or bool(model.accepts_publication(state.publication(split=s), mctx))
 
         if len(release) and not np.all(accepts(np.arange(len(release)), np.zeros(len(release), np.int64), 1)):
             steps = 0  # the most general table already fails: publish it (the verifier reports it)
