@@ -18,6 +18,7 @@ GRIDS = {
     "js_reduce/fig6": {"+experiment/js_reduce/method": 4},
     "js_reduce/fig7": {"privacy_model.j": 4},
     "js_reduce/fig8": {"+experiment/js_reduce/method": 4, "metrics.query_error.selectivity": 4},
+    "ksaa/compare": {"dataset": 2, "anonymizer": 3, "privacy_model.k": 4},
     "bcf/fig1": {"dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bcf/fig2": {"+experiment/bcf/method": 3, "dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bayframe/fig3": {"+experiment/bayframe/estimate": 4},

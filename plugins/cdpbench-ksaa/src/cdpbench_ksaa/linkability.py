@@ -1,0 +1,81 @@
+"""What a respondent of the latest release can be linked to through the join of the releases
+(KSAA §1; Shmueli et al.'s sequential-release setting, see the package README for the sources).
+
+For the latest view ``V_n`` and each earlier view ``V_i`` the linkage graph (:mod:`.linkage_graph`)
+joins their records; with ``pruned=True`` only the edges on some maximum matching are used (the
+full matching join), else every consistent pair (the natural join). A respondent ``v`` of ``V_n``
+belongs to one group of each view in which it is published (the view lists the candidate
+respondents of every group: the adversary knows ``v``'s QI). Its *candidate records* in ``V_n`` are
+the records of its group there that are linked to some record of its group in every earlier view
+in which ``v`` is published; the *candidate values* are their sensitive values.
+
+More than two releases are joined pairwise with the latest one (``(V_i, V_n)`` for each ``i``):
+a record must survive every pair, but the pairs are pruned separately, not as one multipartite
+perfect matching — an over-approximation of the adversary (she can rule out at least as much).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cdpbench.data import PublicView
+
+from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune
+
+
+@dataclass
+class Candidates:
+    """Per respondent of the latest view (``respondent``, its row order): how many distinct values
+    and how many records it can be linked to, and the candidate nodes (``row``, ``node``) pairs."""
+
+    respondent: np.ndarray  # int64 [p] the latest view's respondents (view order)
+    values: np.ndarray  # int64 [p] distinct candidate sensitive values
+    records: np.ndarray  # int64 [p] candidate records
+    row: np.ndarray  # int64 [C] respondent row of each candidate node
+    node: np.ndarray  # int64 [C] node of the latest view (``nodes``)
+    nodes: Nodes
+    graphs: list[LinkageGraph]
+
+
+def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
+    """Group of each respondent in ``view`` (-1 where it is not published)."""
+    ids = np.asarray(view.respondent, np.int64)
+    order = np.argsort(ids, kind="stable")
+    if len(ids) == 0:
+        return np.full(len(respondent), -1, np.int64)
+    pos = np.minimum(np.searchsorted(ids[order], respondent), len(ids) - 1)
+    found = ids[order][pos] == respondent
+    return np.where(found, np.asarray(view.group, np.int64)[order][pos], -1)
+
+
+def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bool = True,
+               graphs: list[LinkageGraph] | None = None) -> Candidates:
+    """Candidate records and values of every respondent of ``views[-1]`` (module docstring);
+    ``graphs`` may pass the linkage graphs ``(views[i], views[-1])`` already built."""
+    latest = views[-1]
+    nodes = Nodes.of(latest)
+    respondent = np.asarray(latest.respondent, np.int64)
+    g_now = np.asarray(latest.group, np.int64)
+    ptr = nodes.ptr
+    per = ptr[g_now + 1] - ptr[g_now]
+    row = np.repeat(np.arange(len(respondent)), per)
+    node = (np.repeat(ptr[g_now] - np.concatenate(([0], np.cumsum(per)[:-1])), per) + np.arange(len(row))).astype(np.int64)
+    alive = np.ones(len(row), dtype=bool)
+    if graphs is None:
+        graphs = []
+        for earlier in views[:-1]:
+            g = linkage_graph(earlier, latest, transitions)
+            graphs.append(prune(g) if pruned else g)
+    for earlier, graph in zip(views[:-1], graphs):
+        g_then = group_of(earlier, respondent)
+        keep = graph.kept
+        linked = np.unique(graph.a.group[graph.edge_a[keep]] * len(nodes.count) + graph.edge_b[keep])
+        want = g_then[row] * len(nodes.count) + node
+        ok = np.isin(want, linked, assume_unique=False)
+        alive &= ok | (g_then[row] < 0)  # not published then: no constraint from that release
+    row, node = row[alive], node[alive]
+    values = np.bincount(row, minlength=len(respondent)).astype(np.int64)  # one node per value in a group
+    records = np.bincount(row, weights=nodes.count[node], minlength=len(respondent)).astype(np.int64)
+    return Candidates(respondent, values, records, row, node, nodes, graphs)

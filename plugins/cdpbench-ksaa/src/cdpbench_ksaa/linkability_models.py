@@ -1,0 +1,107 @@
+"""``k_linkability`` and ``k_diversity``: privacy models of sequential releases, verified against
+the whole history (after Shmueli et al., "Limiting disclosure of sensitive data in sequential
+releases of databases", Inf. Sci. 2012, and Shmueli & Tassa, "Privacy by diversity in sequential
+releases of databases", Inf. Sci. 2015 — neither is in the lab's papers folder; the definitions
+below are the lab's statement of them, see the package README).
+
+Both require that every respondent of the latest release can be linked, through the join of all
+releases so far, to at least ``k`` distinct sensitive values (:mod:`.linkability`):
+
+* ``k_linkability`` joins with the natural join: every pair of records whose generalized QIs are
+  consistent on the shared attributes (and whose values are compatible) is a link;
+* ``k_diversity`` joins with the full matching join: only the links that lie on some maximum
+  matching of the linkage graph (so it is the stricter of the two: fewer links, fewer values).
+
+A respondent the natural join links to no record at all (its value changed while
+``transitions="none"`` assumes values persist) is not counted: the adversary's assumption fails for
+it and she cannot place it, so no value of it is disclosed. Whether a respondent is placed is
+decided on the natural join for both models, so k-diversity stays the stricter (a respondent the
+pruning leaves with no link is at risk under it). ``levels`` report the fewest candidates among the
+respondents with some candidate, and how many have none (``unplaced``).
+
+``accepts_publication`` judges a whole candidate publication with the history (what top-down
+anonymizers ask: ``cell``, ``tds4asr``); ``violating_groups`` lists the groups of a publication holding a respondent below ``k`` (what the
+``ksaa`` anonymizer merges). ``accepts`` judges single candidate groups without the history: at least ``k`` distinct values in
+the group, necessary for both (a respondent's candidate values lie in its group). ``verify`` builds
+the public views of every release of the run and counts the groups of the latest release holding
+a respondent below ``k``; ``levels``: the fewest candidate values of any respondent
+(``linkable_values``) and the fewest candidate records (``linkable_records``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from cdpbench.data import GroupBatch, Publication
+from cdpbench.errors import require
+from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport
+
+from .linkability import candidates
+from .linkage_graph import TRANSITIONS
+
+
+@dataclass
+class LinkabilityParams:
+    k: int = field(default=2, metadata={"help": "distinct sensitive values every respondent must be linkable to (>= 1)"})
+    transitions: str = field(
+        default="none",
+        metadata={"help": "'none': the adversary links records with equal values only (values persist); 'any': values may change"},
+    )
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
+        require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
+
+
+class KLinkability(PrivacyModel):
+    """k-linkability (Shmueli et al. 2012): every respondent linkable to >= k distinct values through the natural join of the releases."""
+
+    Params = LinkabilityParams
+    pruned: ClassVar[bool] = False
+
+    def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
+        return (batch.counts() > 0).sum(axis=1) >= self.params.k
+
+    def linked(self, publication: Publication, ctx: ModelContext):
+        """``(latest view, its respondents' candidates through this model's join, at-risk mask)``."""
+        from .linkage_graph import linkage_graph, prune
+
+        views = [p.public() for p in ctx.history.publications] + [publication.public()]
+        t = self.params.transitions
+        natural_graphs = [linkage_graph(v, views[-1], t) for v in views[:-1]]
+        natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs)
+        cand = natural
+        if self.pruned:
+            cand = candidates(views, transitions=t, pruned=True, graphs=[prune(g) for g in natural_graphs])
+        # placed = the natural join links the respondent to something (module docstring)
+        at_risk = (natural.values >= 1) & (cand.values < self.params.k)
+        return views[-1], cand, at_risk
+
+    def violating_groups(self, publication: Publication, ctx: ModelContext) -> np.ndarray:
+        """Groups of ``publication`` holding a respondent below ``k``."""
+        view, _, at_risk = self.linked(publication, ctx)
+        return np.unique(np.asarray(view.group)[at_risk])
+
+    def accepts_publication(self, publication: Publication, ctx: ModelContext) -> bool:
+        """The whole candidate publication joined with the history: no respondent below ``k``."""
+        return len(self.violating_groups(publication, ctx)) == 0
+
+    def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
+        view, cand, at_risk = self.linked(publication, ctx)
+        groups = np.unique(np.asarray(view.group)[at_risk])
+        placed = cand.values > 0
+        levels = {
+            "linkable_values": float(cand.values[placed].min()) if placed.any() else 0.0,
+            "linkable_records": float(cand.records[placed].min()) if placed.any() else 0.0,
+            "unplaced": float((~placed).sum()),
+        }
+        return VerifyReport(len(groups) == 0, int(len(groups)), levels)
+
+
+class KDiversity(KLinkability):
+    """k-diversity (Shmueli & Tassa 2015): every respondent linkable to >= k distinct values through the full matching join."""
+
+    pruned: ClassVar[bool] = True
