@@ -70,12 +70,39 @@ def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bo
             graphs.append(prune(g) if pruned else g)
     for earlier, graph in zip(views[:-1], graphs):
         g_then = group_of(earlier, respondent)
-        keep = graph.kept
-        linked = np.unique(graph.a.group[graph.edge_a[keep]] * len(nodes.count) + graph.edge_b[keep])
-        want = g_then[row] * len(nodes.count) + node
-        ok = np.isin(want, linked, assume_unique=False)
-        alive &= ok | (g_then[row] < 0)  # not published then: no constraint from that release
+        alive &= _linked(graph, g_then[row], node) | (g_then[row] < 0)  # not published then: no constraint
     row, node = row[alive], node[alive]
     values = np.bincount(row, minlength=len(respondent)).astype(np.int64)  # one node per value in a group
     records = np.bincount(row, weights=nodes.count[node], minlength=len(respondent)).astype(np.int64)
     return Candidates(respondent, values, records, row, node, nodes, graphs)
+
+
+def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """For pairs (group of the earlier view, node of the latest view): does some record of the
+    group have a kept link to the node? Read on the twin graph: the twin of each of the group's
+    nodes (of the node's value when values must persist) against the twin of the node."""
+    a = graph.a
+    n_tb = len(graph.twins_b.count)
+    kept = np.unique(graph.cedge_a[graph.ckept] * n_tb + graph.cedge_b[graph.ckept])
+    out = np.zeros(len(node), dtype=bool)
+    ok = group_then >= 0
+    if not ok.any():
+        return out
+    idx = np.flatnonzero(ok)
+    g, x = group_then[idx], node[idx]
+    tb = graph.twin_b[x]
+    if graph.transitions == "none":  # the earlier group's node of the same value, if any
+        m = int(max(a.value.max(initial=0), graph.b.value.max(initial=0))) + 1
+        key_a = a.group * m + a.value
+        want = g * m + graph.b.value[x]
+        pos = np.minimum(np.searchsorted(key_a, want), max(len(key_a) - 1, 0))
+        has = (key_a[pos] == want) if len(key_a) else np.zeros(len(want), bool)
+        out[idx[has]] = np.isin(graph.twin_a[pos[has]] * n_tb + tb[has], kept)
+        return out
+    ptr = a.ptr  # any value: every node of the earlier group
+    per = ptr[g + 1] - ptr[g]
+    rep = np.repeat(np.arange(len(g)), per)
+    ya = (np.repeat(ptr[g] - np.concatenate(([0], np.cumsum(per)[:-1])), per) + np.arange(len(rep))).astype(np.int64)
+    hit = np.isin(graph.twin_a[ya] * n_tb + tb[rep], kept)
+    out[idx[np.unique(rep[hit])]] = True
+    return out

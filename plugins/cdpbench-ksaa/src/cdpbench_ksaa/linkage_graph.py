@@ -9,9 +9,12 @@ release to those of the other is a perfect matching of this graph; the *pruned* 
 the edges that lie on some maximum matching (= some perfect matching whenever one exists), the
 links an adversary cannot rule out.
 
-Records of one group with one value are indistinguishable, so the graph is kept collapsed: a node
-is ``(group, value)`` with its number of records, an edge joins two nodes (every record of one to
-every record of the other). Maximum matchings of the record graph are the integral maximum flows of
+Records of one group with one value are indistinguishable, and so are groups with the same
+generalized QI on the shared attributes: the graph is kept on *twin* nodes ``(twin group, value)``
+with their numbers of records, an edge joining every record of one to every record of the other
+(when the shared attributes are coarse — sex and race — thousands of groups are a handful of
+twins). Twins have the same neighbours, so an edge between two records lies on some maximum
+matching exactly when the edge between their twin nodes does. Maximum matchings of the record graph are the integral maximum flows of
 the network source -> a-node (capacity = its records) -> b-node (capacity = min of the two) ->
 sink (capacity = its records), and an edge carries records in some maximum flow iff it carries
 some in the one found or its two ends lie in one strongly connected component of the residual
@@ -22,7 +25,7 @@ connected components pass (``connected_components``), both scipy's: no hand-writ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -56,19 +59,56 @@ class Nodes:
 
 @dataclass
 class LinkageGraph:
-    """Edges ``(edge_a[e], edge_b[e])`` between the nodes of two views; ``kept`` marks the edges on
-    some maximum matching of the record graph (all True before :func:`prune`)."""
+    """The linkage graph of two views, kept on *twin classes*: records whose groups have the same
+    generalized QI on the shared attributes and the same value have the same neighbours, so the
+    graph is built between ``(twin group, value)`` nodes (``twins_a`` / ``twins_b``, their
+    records summed) and every record-level statement is read off it. ``twin_a[x]`` is the twin
+    node of node ``x`` of ``a`` (``Nodes.of`` the view); ``cedge_a``, ``cedge_b``, ``ckept`` the
+    edges between twin nodes and whether each lies on some maximum matching (all True before
+    :func:`prune`). ``edge_a``, ``edge_b``, ``kept`` expand them to the ``(group, value)`` nodes.
+    """
 
     a: Nodes
     b: Nodes
-    edge_a: np.ndarray
-    edge_b: np.ndarray
-    kept: np.ndarray
+    twin_a: np.ndarray
+    twin_b: np.ndarray
+    twins_a: Nodes
+    twins_b: Nodes
+    cedge_a: np.ndarray
+    cedge_b: np.ndarray
+    ckept: np.ndarray
+    transitions: str = "none"
     matched: int = -1  # records matched by a maximum matching (-1: not computed)
 
     @property
     def perfect(self) -> bool:
         return self.matched == int(self.a.count.sum()) == int(self.b.count.sum())
+
+    def _expanded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every (node of a, node of b) pair under a twin edge, with its twin edge's ``ckept``."""
+        oa, ob = np.argsort(self.twin_a, kind="stable"), np.argsort(self.twin_b, kind="stable")
+        pa = np.searchsorted(self.twin_a[oa], np.arange(len(self.twins_a.count) + 1))
+        pb = np.searchsorted(self.twin_b[ob], np.arange(len(self.twins_b.count) + 1))
+        na = pa[self.cedge_a + 1] - pa[self.cedge_a]
+        nb = pb[self.cedge_b + 1] - pb[self.cedge_b]
+        per = na * nb
+        rep = np.repeat(np.arange(len(per)), per)
+        within = np.arange(int(per.sum())) - np.repeat(np.concatenate(([0], np.cumsum(per)[:-1])), per)
+        ea = oa[pa[self.cedge_a][rep] + within // np.maximum(nb[rep], 1)]
+        eb = ob[pb[self.cedge_b][rep] + within % np.maximum(nb[rep], 1)]
+        return ea.astype(np.int64), eb.astype(np.int64), self.ckept[rep]
+
+    @property
+    def edge_a(self) -> np.ndarray:
+        return self._expanded()[0]
+
+    @property
+    def edge_b(self) -> np.ndarray:
+        return self._expanded()[1]
+
+    @property
+    def kept(self) -> np.ndarray:
+        return self._expanded()[2]
 
 
 def shared_columns(view_a: PublicView, view_b: PublicView) -> list[tuple[int, int, bool]]:
@@ -81,19 +121,53 @@ def shared_columns(view_a: PublicView, view_b: PublicView) -> list[tuple[int, in
     return out
 
 
+def _twin_groups(regions, cols: list[tuple[int, bool]]):
+    """``(twin class of every group, regions of one representative group per class)``: groups
+    with the same box and value sets on ``cols`` are twins."""
+    from cdpbench.regions import Regions
+
+    G = len(regions)
+    parts = [np.zeros((G, 0))]
+    for j, cat in cols:
+        parts.append(np.stack([regions.low[:, j], regions.high[:, j]], axis=1))
+        if cat:
+            parts.append(regions.sets[j].astype(float))
+    key = np.concatenate(parts, axis=1)
+    if key.shape[1] == 0:
+        twin, rep = np.zeros(G, np.int64), np.zeros(min(G, 1), np.int64)
+    else:
+        _, rep, twin = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    twin = np.asarray(twin, np.int64).ravel()
+    rep = np.asarray(rep, np.int64)
+    sets = {j: regions.sets[j][rep] for j in regions.sets}
+    return twin, Regions(regions.low[rep], regions.high[rep], sets, np.arange(len(rep), dtype=np.int64))
+
+
+def _twin_nodes(nodes: Nodes, twin_group: np.ndarray, n_twins: int, m: int) -> tuple[Nodes, np.ndarray]:
+    key = twin_group[nodes.group] * m + nodes.value
+    uniq, inv = np.unique(key, return_inverse=True)
+    count = np.bincount(inv, weights=nodes.count, minlength=len(uniq)).astype(np.int64)
+    return Nodes(uniq // m, uniq % m, count, n_twins), inv.astype(np.int64)
+
+
 def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "none") -> LinkageGraph:
     """The (unpruned) linkage graph of two views; see the module docstring."""
     require(transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", transitions)
     a, b = Nodes.of(view_a), Nodes.of(view_b)
-    ga, gb = overlapping_pairs(view_regions(view_a), view_regions(view_b), shared_columns(view_a, view_b))
-    pa, pb = a.ptr, b.ptr
+    shared = shared_columns(view_a, view_b)
+    tg_a, reg_a = _twin_groups(view_regions(view_a), [(ja, cat) for ja, _, cat in shared])
+    tg_b, reg_b = _twin_groups(view_regions(view_b), [(jb, cat) for _, jb, cat in shared])
+    m = max(view_a.schema.sensitive.size, view_b.schema.sensitive.size)
+    ta, twin_a = _twin_nodes(a, tg_a, len(reg_a), m)
+    tb, twin_b = _twin_nodes(b, tg_b, len(reg_b), m)
+    ga, gb = overlapping_pairs(reg_a, reg_b, shared)
+    pa, pb = ta.ptr, tb.ptr
     if transitions == "none":  # expand each group pair over a's nodes, look b's node up by (group, value)
-        m = max(view_a.schema.sensitive.size, view_b.schema.sensitive.size)
         per = pa[ga + 1] - pa[ga]
         rep = np.repeat(np.arange(len(ga)), per)
         ea = (np.repeat(pa[ga] - np.concatenate(([0], np.cumsum(per)[:-1])), per) + np.arange(len(rep))).astype(np.int64) if len(ga) else np.zeros(0, np.int64)
-        key_b = b.group * m + b.value
-        want = gb[rep] * m + a.value[ea]
+        key_b = tb.group * m + tb.value
+        want = gb[rep] * m + ta.value[ea]
         pos = np.minimum(np.searchsorted(key_b, want), max(len(key_b) - 1, 0))
         hit = key_b[pos] == want if len(key_b) else np.zeros(len(want), bool)
         edge_a, edge_b = ea[hit], pos[hit].astype(np.int64)
@@ -104,7 +178,7 @@ def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "no
         within = np.arange(per.sum()) - np.repeat(np.concatenate(([0], np.cumsum(per)[:-1])), per)
         edge_a = (pa[ga][rep] + within // nb[rep]).astype(np.int64)
         edge_b = (pb[gb][rep] + within % nb[rep]).astype(np.int64)
-    return LinkageGraph(a, b, edge_a, edge_b, np.ones(len(edge_a), dtype=bool))
+    return LinkageGraph(a, b, twin_a, twin_b, ta, tb, edge_a, edge_b, np.ones(len(edge_a), dtype=bool), transitions)
 
 
 def prune(graph: LinkageGraph) -> LinkageGraph:
@@ -112,14 +186,15 @@ def prune(graph: LinkageGraph) -> LinkageGraph:
     from scipy.sparse import coo_matrix, csr_matrix
     from scipy.sparse.csgraph import connected_components, maximum_flow
 
-    a, b = graph.a, graph.b
-    Na, Nb, E = len(a.count), len(b.count), len(graph.edge_a)
+    a, b = graph.twins_a, graph.twins_b
+    ea_, eb_ = graph.cedge_a, graph.cedge_b
+    Na, Nb, E = len(a.count), len(b.count), len(ea_)
     s, t = 0, Na + Nb + 1
     an = 1 + np.arange(Na)
     bn = 1 + Na + np.arange(Nb)
-    tail = np.concatenate([np.full(Na, s), an[graph.edge_a], bn])
-    head = np.concatenate([an, bn[graph.edge_b], np.full(Nb, t)])
-    cap = np.concatenate([a.count, np.minimum(a.count[graph.edge_a], b.count[graph.edge_b]), b.count]).astype(np.int32)
+    tail = np.concatenate([np.full(Na, s), an[ea_], bn])
+    head = np.concatenate([an, bn[eb_], np.full(Nb, t)])
+    cap = np.concatenate([a.count, np.minimum(a.count[ea_], b.count[eb_]), b.count]).astype(np.int32)
     n = Na + Nb + 2
     net = csr_matrix((cap, (tail, head)), shape=(n, n))
     result = maximum_flow(net, s, t)
@@ -133,5 +208,5 @@ def prune(graph: LinkageGraph) -> LinkageGraph:
     )
     _, comp = connected_components(res, directed=True, connection="strong")
     mid = slice(Na, Na + E)
-    on_some = (flow[mid] > 0) | (comp[an[graph.edge_a]] == comp[bn[graph.edge_b]])
-    return LinkageGraph(a, b, graph.edge_a, graph.edge_b, on_some, int(result.flow_value))
+    on_some = (flow[mid] > 0) | (comp[an[ea_]] == comp[bn[eb_]])
+    return replace(graph, ckept=on_some, matched=int(result.flow_value))
