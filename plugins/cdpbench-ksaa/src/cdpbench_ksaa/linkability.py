@@ -22,7 +22,7 @@ import numpy as np
 
 from cdpbench.data import PublicView
 
-from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune
+from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune, segments
 
 
 @dataclass
@@ -59,9 +59,7 @@ def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bo
     respondent = np.asarray(latest.respondent, np.int64)
     g_now = np.asarray(latest.group, np.int64)
     ptr = nodes.ptr
-    per = ptr[g_now + 1] - ptr[g_now]
-    row = np.repeat(np.arange(len(respondent)), per)
-    node = (np.repeat(ptr[g_now] - np.concatenate(([0], np.cumsum(per)[:-1])), per) + np.arange(len(row))).astype(np.int64)
+    row, node = segments(ptr[g_now], ptr[g_now + 1] - ptr[g_now])
     alive = np.ones(len(row), dtype=bool)
     if graphs is None:
         graphs = []
@@ -100,9 +98,7 @@ def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np
         out[idx[has]] = np.isin(graph.twin_a[pos[has]] * n_tb + tb[has], kept)
         return out
     ptr = a.ptr  # any value: every node of the earlier group
-    per = ptr[g + 1] - ptr[g]
-    rep = np.repeat(np.arange(len(g)), per)
-    ya = (np.repeat(ptr[g] - np.concatenate(([0], np.cumsum(per)[:-1])), per) + np.arange(len(rep))).astype(np.int64)
+    rep, ya = segments(ptr[g], ptr[g + 1] - ptr[g])
     hit = np.isin(graph.twin_a[ya] * n_tb + tb[rep], kept)
     out[idx[np.unique(rep[hit])]] = True
     return out

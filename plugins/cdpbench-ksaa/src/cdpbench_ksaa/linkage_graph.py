@@ -36,6 +36,15 @@ from cdpbench.regions import overlapping_pairs, view_regions
 TRANSITIONS = ("none", "any")
 
 
+def segments(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Expand segments: for segment ``i`` (``count[i]`` items from ``start[i]``), ``(rep, index)``
+    with one entry per item: its segment and ``start[i] + offset``."""
+    count = np.asarray(count, dtype=np.int64)
+    rep = np.repeat(np.arange(len(count)), count)
+    offset = np.arange(len(rep)) - (np.cumsum(count) - count)[rep]
+    return rep, (np.asarray(start, dtype=np.int64)[rep] + offset).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Nodes:
     """The records of one view collapsed to ``(group, value)`` nodes, sorted by group then value."""
@@ -91,9 +100,7 @@ class LinkageGraph:
         pb = np.searchsorted(self.twin_b[ob], np.arange(len(self.twins_b.count) + 1))
         na = pa[self.cedge_a + 1] - pa[self.cedge_a]
         nb = pb[self.cedge_b + 1] - pb[self.cedge_b]
-        per = na * nb
-        rep = np.repeat(np.arange(len(per)), per)
-        within = np.arange(int(per.sum())) - np.repeat(np.concatenate(([0], np.cumsum(per)[:-1])), per)
+        rep, within = segments(np.zeros(len(na), np.int64), na * nb)
         ea = oa[pa[self.cedge_a][rep] + within // np.maximum(nb[rep], 1)]
         eb = ob[pb[self.cedge_b][rep] + within % np.maximum(nb[rep], 1)]
         return ea.astype(np.int64), eb.astype(np.int64), self.ckept[rep]
@@ -163,9 +170,7 @@ def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "no
     ga, gb = overlapping_pairs(reg_a, reg_b, shared)
     pa, pb = ta.ptr, tb.ptr
     if transitions == "none":  # expand each group pair over a's nodes, look b's node up by (group, value)
-        per = pa[ga + 1] - pa[ga]
-        rep = np.repeat(np.arange(len(ga)), per)
-        ea = (np.repeat(pa[ga] - np.concatenate(([0], np.cumsum(per)[:-1])), per) + np.arange(len(rep))).astype(np.int64) if len(ga) else np.zeros(0, np.int64)
+        rep, ea = segments(pa[ga], pa[ga + 1] - pa[ga])
         key_b = tb.group * m + tb.value
         want = gb[rep] * m + ta.value[ea]
         pos = np.minimum(np.searchsorted(key_b, want), max(len(key_b) - 1, 0))
@@ -173,9 +178,7 @@ def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "no
         edge_a, edge_b = ea[hit], pos[hit].astype(np.int64)
     else:  # every node of ga with every node of gb
         na, nb = pa[ga + 1] - pa[ga], pb[gb + 1] - pb[gb]
-        per = na * nb
-        rep = np.repeat(np.arange(len(ga)), per)
-        within = np.arange(per.sum()) - np.repeat(np.concatenate(([0], np.cumsum(per)[:-1])), per)
+        rep, within = segments(np.zeros(len(ga), np.int64), na * nb)
         edge_a = (pa[ga][rep] + within // nb[rep]).astype(np.int64)
         edge_b = (pb[gb][rep] + within % nb[rep]).astype(np.int64)
     return LinkageGraph(a, b, twin_a, twin_b, ta, tb, edge_a, edge_b, np.ones(len(edge_a), dtype=bool), transitions)
