@@ -1,0 +1,69 @@
+"""j_similarity_join: the registry's j_similarity on the defender's beliefs restricted by the join."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cdpbench.data import History
+from cdpbench.errors import ConfigError
+from cdpbench.plugin import ModelContext, PublishContext
+from cdpbench.registry import default_registry
+from cdpbench_ksaa.j_similarity_join import JSimilarityJoinParams
+from cdpbench_ksaa.linkability import candidates
+from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
+
+
+def two_releases(seed):
+    rels = list(AdultSequential(AdultSequentialParams(records=300, releases=2, update_rate=0.0,
+                                                      qi_sets=[["sex", "race"], ["sex", "education"]])).releases(np.random.default_rng(seed)))
+    reg = default_registry()
+    mondrian = reg.create("anonymizer", "mondrian", {})
+    kmodel = reg.create("privacy_model", "k_anonymity", {"k": 6})
+    h, pubs = History(), []
+    for r in rels:
+        mctx = ModelContext(r.schema, r.sensitive_distribution(), h, r)
+        pubs.append(mondrian.publish(r, PublishContext(kmodel, mctx, h, np.random.default_rng(0))))
+        h = History(h.releases + [r], h.publications + [pubs[-1]])
+    return rels, pubs
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_joined_beliefs_are_the_prior_restricted_to_the_linkable_values(seed):
+    rels, (p1, p2) = two_releases(seed)
+    reg = default_registry()
+    model = reg.create("privacy_model", "j_similarity_join", {"k": 2, "j": 0.3, "beta": 5.0})
+    inner = reg.create("privacy_model", "j_similarity", {"k": 2, "j": 0.3, "beta": 5.0})
+    m = rels[1].n_values
+    prior = np.random.default_rng(seed).dirichlet(np.ones(m), size=len(rels[1]))
+    # first release: nothing to join, the model is j_similarity
+    first = ModelContext(rels[0].schema, rels[0].sensitive_distribution(), History(), rels[0], prior[: len(rels[0])])
+    assert model.verify(p1, first).violations == inner.verify(p1, first).violations
+    ctx = ModelContext(rels[1].schema, rels[1].sensitive_distribution(), History([rels[0]], [p1]), rels[1], prior)
+    batch = model.joined_batch(p2, ctx)
+    cand = candidates([p1.public(), p2.public()], transitions="none", pruned=True)
+    allowed = {}
+    for r, x in zip(cand.row.tolist(), cand.node.tolist()):
+        allowed.setdefault(int(cand.respondent[r]), set()).add(int(cand.nodes.value[x]))
+    restricted = 0
+    for i, resp in enumerate(p2.respondent.tolist()):
+        vals = allowed.get(resp, set())
+        row = prior[p2.row[i]]
+        if vals:
+            want = np.array([row[s] if s in vals else 0.0 for s in range(m)])
+            want /= want.sum()
+            restricted += len(vals) < m
+        else:
+            want = row
+        np.testing.assert_allclose(batch.prior[i], want, rtol=1e-12, atol=0)
+    assert restricted > 0
+    bad = np.flatnonzero(~inner.accepts(batch, ctx))
+    assert model.violating_groups(p2, ctx).tolist() == bad.tolist()
+    assert model.verify(p2, ctx).violations == len(bad) and model.accepts_publication(p2, ctx) == (len(bad) == 0)
+
+
+def test_parameters_are_checked():
+    with pytest.raises(ConfigError, match="transitions"):
+        JSimilarityJoinParams(transitions="some")
+    with pytest.raises(ConfigError, match=r"j must be"):
+        default_registry().create("privacy_model", "j_similarity_join", {"j": 7.0})
