@@ -26,6 +26,7 @@ connected components pass (``connected_components``), both scipy's: no hand-writ
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -93,6 +94,7 @@ class LinkageGraph:
     def perfect(self) -> bool:
         return self.matched == int(self.a.count.sum()) == int(self.b.count.sum())
 
+    @cached_property
     def _expanded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every (node of a, node of b) pair under a twin edge, with its twin edge's ``ckept``."""
         oa, ob = np.argsort(self.twin_a, kind="stable"), np.argsort(self.twin_b, kind="stable")
@@ -107,15 +109,15 @@ class LinkageGraph:
 
     @property
     def edge_a(self) -> np.ndarray:
-        return self._expanded()[0]
+        return self._expanded[0]
 
     @property
     def edge_b(self) -> np.ndarray:
-        return self._expanded()[1]
+        return self._expanded[1]
 
     @property
     def kept(self) -> np.ndarray:
-        return self._expanded()[2]
+        return self._expanded[2]
 
 
 def shared_columns(view_a: PublicView, view_b: PublicView) -> list[tuple[int, int, bool]]:
