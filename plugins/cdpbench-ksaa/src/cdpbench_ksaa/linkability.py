@@ -102,3 +102,80 @@ def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np
     hit = np.isin(graph.twin_a[ya] * n_tb + tb[rep], kept)
     out[idx[np.unique(rep[hit])]] = True
     return out
+
+
+def candidate_values(views: list[PublicView], graphs: list[LinkageGraph]) -> np.ndarray:
+    """Distinct candidate values of every respondent of ``views[-1]`` (view order), the same
+    numbers as ``candidates(views, graphs=graphs).values`` without listing the candidate nodes:
+    what the anonymizers ask once per merge round, where only the counts matter.
+
+    Read on the twin graph with value sets as bit masks (``uint64`` words): a value ``s`` of the
+    respondent's latest group ``g`` is a candidate through the earlier view ``V_i`` when some
+    node ``y`` of its group ``h`` there has a kept twin edge to ``(twin(g), s)`` — with values
+    that persist, ``y`` is ``h``'s node of value ``s``, so the candidate mask is
+    ``values(g) & values(h) & kept(twin(h), twin(g))``; with any transitions it is the union over
+    ``h``'s nodes of the values their kept edges reach in ``twin(g)``. The masks of the earlier
+    views are intersected, and the bits counted.
+    """
+    latest = views[-1]
+    respondent = np.asarray(latest.respondent, np.int64)
+    g_now = np.asarray(latest.group, np.int64)
+    m = max(int(v.schema.sensitive.size) for v in views)
+    words = (m + 63) // 64
+    b = Nodes.of(latest) if not graphs else graphs[0].b
+    mask = _value_masks(b, words)[g_now]
+    for earlier, graph in zip(views[:-1], graphs):
+        g_then = group_of(earlier, respondent)
+        seen = g_then >= 0
+        linked = _linked_masks(graph, g_then[seen], g_now[seen], words)
+        mask[seen] &= linked
+    return np.bitwise_count(mask).sum(axis=1).astype(np.int64)
+
+
+def _value_masks(nodes: Nodes, words: int) -> np.ndarray:
+    """``uint64 [groups, words]``: the values present in each group, one bit per value."""
+    out = np.zeros((nodes.n_groups, words), dtype=np.uint64)
+    np.bitwise_or.at(out, (nodes.group, nodes.value // 64), np.left_shift(np.uint64(1), (nodes.value % 64).astype(np.uint64)))
+    return out
+
+
+def _twin_group_of(nodes: Nodes, twin: np.ndarray, twins: Nodes) -> np.ndarray:
+    """Twin group of every group of ``nodes`` (all nodes of a group share it)."""
+    return twins.group[twin[nodes.ptr[:-1]]]
+
+
+def _linked_masks(graph: LinkageGraph, group_then: np.ndarray, group_now: np.ndarray, words: int) -> np.ndarray:
+    """``uint64 [pairs, words]``: for pairs (group of the earlier view, group of the latest view),
+    the values of the latest group that some record of the earlier group has a kept link to."""
+    ta, tb = graph.twins_a, graph.twins_b
+    e = np.flatnonzero(graph.ckept)
+    ca, cb = graph.cedge_a[e], graph.cedge_b[e]
+    n_tb = int(tb.n_groups)
+    tga = _twin_group_of(graph.a, graph.twin_a, ta)
+    tgb = _twin_group_of(graph.b, graph.twin_b, tb)
+    bit_word, bit = tb.value[cb] // 64, np.left_shift(np.uint64(1), (tb.value[cb] % 64).astype(np.uint64))
+    if graph.transitions == "none":  # kept[(twin(h), twin(g))] = values s with a kept edge (twin(h), s) - (twin(g), s)
+        key = ta.group[ca] * n_tb + tb.group[cb]
+        want = tga[group_then] * n_tb + tgb[group_now]
+        reach = _or_by_key(key, bit_word, bit, want, words)
+        return reach & _value_masks(graph.a, words)[group_then] & _value_masks(graph.b, words)[group_now]
+    key = ca * n_tb + tb.group[cb]  # (twin node of a, twin group of b) -> values of b reached
+    ptr = graph.a.ptr
+    rep, ya = segments(ptr[group_then], ptr[group_then + 1] - ptr[group_then])
+    reach = _or_by_key(key, bit_word, bit, graph.twin_a[ya] * n_tb + tgb[group_now][rep], words)
+    out = np.zeros((len(group_then), words), dtype=np.uint64)
+    np.bitwise_or.at(out, rep, reach)
+    return out & _value_masks(graph.b, words)[group_now]
+
+
+def _or_by_key(key: np.ndarray, word: np.ndarray, bit: np.ndarray, want: np.ndarray, words: int) -> np.ndarray:
+    """For each ``want``: the OR of the bits of the entries with that ``key`` (0 where none)."""
+    uniq, inv = np.unique(key, return_inverse=True)
+    table = np.zeros((len(uniq), words), dtype=np.uint64)
+    np.bitwise_or.at(table, (inv.ravel(), word), bit)
+    out = np.zeros((len(want), words), dtype=np.uint64)
+    if len(uniq):
+        pos = np.minimum(np.searchsorted(uniq, want), len(uniq) - 1)
+        hit = uniq[pos] == want
+        out[hit] = table[pos[hit]]
+    return out

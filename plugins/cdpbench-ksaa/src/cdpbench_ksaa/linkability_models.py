@@ -39,7 +39,7 @@ from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport
 
-from .linkability import candidates
+from .linkability import candidate_values, candidates
 from .linkage_graph import TRANSITIONS
 
 
@@ -62,16 +62,41 @@ class KLinkability(PrivacyModel):
     Params = LinkabilityParams
     pruned: ClassVar[bool] = False
 
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._earlier: list = []  # (publication, its public view, {columns: Side}) of the history
+
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         return (batch.counts() > 0).sum(axis=1) >= self.params.k
 
-    def linked(self, publication: Publication, ctx: ModelContext):
-        """``(latest view, its respondents' candidates through this model's join, at-risk mask)``."""
-        from .linkage_graph import linkage_graph, prune
+    def _graphs(self, publication: Publication, ctx: ModelContext):
+        """The views of the history and ``publication``, and the natural-join graphs of each
+        earlier view with the latest one. The earlier views, and their sides of the join, are
+        kept on the instance for as long as their publications are in the history: ``ksaa``
+        asks about many candidates of one release against the same history."""
+        from .linkage_graph import Side, linkage_graph, shared_columns
 
-        views = [p.public() for p in ctx.history.publications] + [publication.public()]
+        kept = []
+        for p in ctx.history.publications:
+            entry = next((e for e in self._earlier if e[0] is p), None)
+            kept.append(entry if entry is not None else (p, p.public(), {}))
+        self._earlier = kept
+        latest = publication.public()
+        graphs = []
+        for _, view, sides in kept:
+            cols = tuple((ja, cat) for ja, _, cat in shared_columns(view, latest))
+            if cols not in sides:
+                sides[cols] = Side.of(view, cols)
+            graphs.append(linkage_graph(view, latest, self.params.transitions, side_a=sides[cols]))
+        return [v for _, v, _ in kept] + [latest], graphs
+
+    def linked(self, publication: Publication, ctx: ModelContext):
+        """``(latest view, its respondents' candidates through this model's join, at-risk mask)``:
+        the record-level reading (:func:`.linkability.candidates`) that ``verify`` reports."""
+        from .linkage_graph import prune
+
+        views, natural_graphs = self._graphs(publication, ctx)
         t = self.params.transitions
-        natural_graphs = [linkage_graph(v, views[-1], t) for v in views[:-1]]
         natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs)
         cand = natural
         if self.pruned:
@@ -81,9 +106,16 @@ class KLinkability(PrivacyModel):
         return views[-1], cand, at_risk
 
     def violating_groups(self, publication: Publication, ctx: ModelContext) -> np.ndarray:
-        """Groups of ``publication`` holding a respondent below ``k``."""
-        view, _, at_risk = self.linked(publication, ctx)
-        return np.unique(np.asarray(view.group)[at_risk])
+        """Groups of ``publication`` holding a respondent below ``k``: the same at-risk set as
+        :meth:`linked`, counted on bit masks (:func:`.linkability.candidate_values`), which is
+        what ``ksaa`` asks once per merge round."""
+        from .linkage_graph import prune
+
+        views, natural_graphs = self._graphs(publication, ctx)
+        natural = candidate_values(views, natural_graphs)
+        values = candidate_values(views, [prune(g) for g in natural_graphs]) if self.pruned else natural
+        at_risk = (natural >= 1) & (values < self.params.k)
+        return np.unique(np.asarray(views[-1].group)[at_risk])
 
     def accepts_publication(self, publication: Publication, ctx: ModelContext) -> bool:
         """The whole candidate publication joined with the history: no respondent below ``k``."""

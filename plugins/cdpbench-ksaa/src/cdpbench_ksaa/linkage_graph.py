@@ -159,17 +159,40 @@ def _twin_nodes(nodes: Nodes, twin_group: np.ndarray, n_twins: int, m: int) -> t
     return Nodes(uniq // m, uniq % m, count, n_twins), inv.astype(np.int64)
 
 
-def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "none") -> LinkageGraph:
-    """The (unpruned) linkage graph of two views; see the module docstring."""
+@dataclass(frozen=True)
+class Side:
+    """One view prepared for joining on the columns ``cols`` (``(column, categorical)``): its
+    nodes, their twin nodes and one region per twin group. A view that does not change (an
+    earlier release) is prepared once and joined with every new candidate of the latest one."""
+
+    view: PublicView
+    cols: tuple[tuple[int, bool], ...]
+    nodes: Nodes
+    twin: np.ndarray  # int64 [N] twin node of each node
+    twins: Nodes
+    regions: object  # cdpbench.regions.Regions, one per twin group
+
+    @classmethod
+    def of(cls, view: PublicView, cols) -> "Side":
+        cols = tuple((int(j), bool(cat)) for j, cat in cols)
+        nodes = Nodes.of(view)
+        twin_group, regions = _twin_groups(view_regions(view), list(cols))
+        twins, twin = _twin_nodes(nodes, twin_group, len(regions), int(view.schema.sensitive.size))
+        return cls(view, cols, nodes, twin, twins, regions)
+
+
+def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "none", *, side_a: Side | None = None) -> LinkageGraph:
+    """The (unpruned) linkage graph of two views; see the module docstring. ``side_a`` may pass
+    ``view_a`` already prepared (:class:`Side`; used when it was prepared on the same columns)."""
     require(transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", transitions)
-    a, b = Nodes.of(view_a), Nodes.of(view_b)
     shared = shared_columns(view_a, view_b)
-    tg_a, reg_a = _twin_groups(view_regions(view_a), [(ja, cat) for ja, _, cat in shared])
-    tg_b, reg_b = _twin_groups(view_regions(view_b), [(jb, cat) for _, jb, cat in shared])
     m = max(view_a.schema.sensitive.size, view_b.schema.sensitive.size)
-    ta, twin_a = _twin_nodes(a, tg_a, len(reg_a), m)
-    tb, twin_b = _twin_nodes(b, tg_b, len(reg_b), m)
-    ga, gb = overlapping_pairs(reg_a, reg_b, shared)
+    cols_a = tuple((ja, cat) for ja, _, cat in shared)
+    if side_a is None or side_a.view is not view_a or side_a.cols != cols_a:
+        side_a = Side.of(view_a, cols_a)
+    sb = Side.of(view_b, [(jb, cat) for _, jb, cat in shared])
+    a, b, ta, tb, twin_a, twin_b = side_a.nodes, sb.nodes, side_a.twins, sb.twins, side_a.twin, sb.twin
+    ga, gb = overlapping_pairs(side_a.regions, sb.regions, shared)
     pa, pb = ta.ptr, tb.ptr
     if transitions == "none":  # expand each group pair over a's nodes, look b's node up by (group, value)
         rep, ea = segments(pa[ga], pa[ga + 1] - pa[ga])
