@@ -52,7 +52,7 @@ def bench(records: int) -> None:
         t_graph = time.perf_counter() - t0
         print(f"k={k}: ksaa publish of release 2 ({len(r2):,} records, linkage check with release 1): "
               f"{statistics.median(times):.2f} s (target <= 5 s); {p2.n_groups} groups, "
-              f"{p2.info['merge_rounds']:.0f} merge rounds, violations {rep.violations}; linkage graph + pruning alone "
+              f"{p2.info['merge_rounds']:.0f} merge rounds ({p2.info['judged']:.0f} publications judged), violations {rep.violations}; linkage graph + pruning alone "
               f"{t_graph:.2f} s ({len(g.edge_a):,} edges, {int(g.kept.sum()):,} on some maximum matching)")
 
 
