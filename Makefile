@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python $(SETUP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench]' $(foreach p,$(PLUGINS),-e $(p))
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,bench,ray]' $(foreach p,$(PLUGINS),-e $(p))
 	touch $(STAMP)
 
 run: $(STAMP)

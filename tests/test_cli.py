@@ -152,7 +152,7 @@ def _sweep_metrics(c, parent_id):
 def test_parallel_sweep_matches_serial_sweep(cli, mlflow_client):
     grid = ["privacy_model=k_anonymity,l_diversity", "privacy_model.k=4"]
     cli("-m", *SMALL, *grid, "hydra/launcher=joblib", "hydra.launcher.n_jobs=1")
-    cli("-m", *SMALL, *grid, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    cli("-m", *SMALL, *grid, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "--rerun")  # else resumed: 0 run
     c = mlflow_client(cli.uri)
     parents = sorted((r for r in all_runs(c) if r.data.tags.get("cdpbench.kind") == "sweep"),
                      key=lambda r: r.info.start_time)

@@ -156,6 +156,11 @@ hydra:
         (["+extra_attackers.a._target_=os.system"],
          "error: +extra_attackers.a._target_=os.system: _target_ cannot be set from the command line; configs name "
          "registered plugins (cdpbench plugins) and their parameters only"),
+        (["hydra/launcher=ray", "+hydra.launcher.ray.init.runtime_env={worker_process_setup_hook: os.getcwd}"],
+         "error: hydra.launcher.ray.init.runtime_env cannot be set: it runs code or commands from the config"),
+        (["hydra/launcher=submitit_slurm", "hydra.launcher.setup=[touch pwned.txt]"],
+         "error: hydra.launcher.setup cannot be set: it runs code or commands from the config"),
+        (["hydra/launcher=ray_aws"], "error: hydra/launcher: ray_aws creates cloud machines that run setup commands"),
         (["--config-dir", "evil"], "error: --config-dir is not supported: configs come from "),
         (["--experimental-rerun", "evil/config.pickle"], "error: --experimental-rerun is not supported: "),
     ],
@@ -242,7 +247,7 @@ def test_no_preset_can_run_code(own_conf, cli, args, message):
         (["~seed"], "error: seed is missing from the config"),
         (["progress=maybe"], "error: progress must be true or false (got 'maybe')"),
         (["hydra/launcher=slurm"], "error: hydra/launcher=slurm: unknown option 'slurm'; hydra/launcher has: basic, "
-         "joblib"),
+         "joblib, ray, ray_aws, submitit_local, submitit_slurm"),
         (["seed=[1"], "error: seed=[1: cannot parse this override: no viable alternative at input '[1'"),
         (["privacy_model.k=2,5"], "error: privacy_model.k=2,5: several values make a sweep; run it with -m (a list "
          "value is written key='[a,b]')"),

@@ -32,6 +32,8 @@ from .errors import CdpbenchError, ConfigError
 
 log = logging.getLogger("cdpbench")
 PLUGIN_KINDS = ("dataset", "anonymizer", "privacy_model", "knowledge", "estimator", "attacker")
+#: ``cdpbench -m ... --rerun``: run every job of a sweep, even those already FINISHED
+RERUN_FLAG = "--rerun"
 
 
 def conf_dir() -> Path:
@@ -52,7 +54,7 @@ def conf_dir() -> Path:
 class Outcome:
     """What a job returns to the launching process (picklable: it crosses process boundaries)."""
 
-    status: str  # FINISHED or FAILED
+    status: str  # FINISHED, FAILED or SKIPPED (a resumed sweep's job already FINISHED)
     folder: str  # the job's output folder, holding its run record
     error: str | None = None
 
@@ -67,7 +69,7 @@ def task(cfg: DictConfig) -> Outcome:
     from hydra.core.hydra_config import HydraConfig
 
     from . import launch, runner, tracking
-    from .record import FAILED, FINISHED, RunRecord
+    from .record import FAILED, FINISHED, SKIPPED, RunRecord
 
     try:
         hc = HydraConfig.get()
@@ -90,6 +92,18 @@ def task(cfg: DictConfig) -> Outcome:
         tags["cdpbench.job"] = str(num)
     params = tracking.flatten(OmegaConf.to_container(cfg, resolve=True))
     record = RunRecord(name, tags, params, job=num)
+    if sweep.get("resume"):  # a job whose config already has a FINISHED run is not run again
+        folder = tracking.sweep_dir()
+        finished = tracking.wait_finished(folder) if folder is not None else None
+        if finished is None:
+            log.warning("job %s: the recorder did not say which configs are FINISHED; running it", label)
+        elif tags["cdpbench.config_hash"] in finished:
+            record.skipped_run = finished[tags["cdpbench.config_hash"]]
+            record.end(SKIPPED)
+            if not _write_quietly(record, job_dir):
+                return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
+            log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
+            return Outcome(SKIPPED, str(job_dir))
     try:
         record.write(job_dir)
         comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
@@ -211,7 +225,7 @@ class SweepProgress:
                 pass
 
     def update(self) -> None:
-        from .record import FINISHED, RUNNING, statuses
+        from .record import FINISHED, RUNNING, SKIPPED, statuses
 
         records = {**self.ended, **statuses(self.folder, skip=self.ended)}  # final records are read once
         self.ended.update((p, r) for p, r in records.items() if r.status != RUNNING)
@@ -224,12 +238,14 @@ class SweepProgress:
                             bar_format="{desc}: {n}/{total} jobs done{postfix} | {elapsed} elapsed, ETA {remaining}")
             self.bar.start_t = self.started
         done = {p: r for p, r in records.items() if r.status != RUNNING}
-        failed = {p: r for p, r in done.items() if r.status != FINISHED}
+        failed = {p: r for p, r in done.items() if r.status not in (FINISHED, SKIPPED)}
+        skipped = sum(r.status == SKIPPED for r in done.values())
         for p, r in failed.items():
             if p not in self.reported:
                 self.reported.add(p)
                 self.bar.write(_failure_line(r.job, r.name, r.error or r.status), file=self.bar.fp)
-        state = [f"{len(records) - len(done)} running"] + ([f"{len(failed)} failed"] if failed else [])
+        state = [f"{len(records) - len(done)} running"] + ([f"{skipped} skipped"] if skipped else []) + (
+            [f"{len(failed)} failed"] if failed else [])
         self.bar.set_postfix_str(", ".join(state), refresh=False)
         self.bar.n = len(done)
         self.bar.refresh()
@@ -250,23 +266,29 @@ def _failure_line(job: int | None, name: str, reason: str) -> str:
     return f"  {where} ({name}): {reason}"
 
 
+def _job_name(r: dict) -> str:
+    return (f"job {int(r['job']) + 1}" if r.get("job") is not None else "job") + f" ({r['name']})"
+
+
 def run_hydra(argv: list[str]) -> int:
     from .recorder import Recorder
 
     # The recorder process imports MLflow (about 3 s of CPU here) on the other core while this one
     # checks the command line and runs; it touches no store until opened, and is let go when the
     # command is refused, read-only, or runs with tracking off.
+    rerun = RERUN_FLAG in argv  # cdpbench's own flag: Hydra never sees it
+    argv = [a for a in argv if a != RERUN_FLAG]
     read_only = any(a.split("=")[0] in ("--hydra-help", "--cfg", "-c", "--info", "-i", "--help", "-h") for a in argv)
     untracked = any(re.fullmatch(r"\+{0,2}tracking\.enabled=(false|False)", a) for a in argv)
     recorder = None if read_only or untracked else Recorder()
     try:
-        return _run_checked(argv, recorder)
+        return _run_checked(argv, recorder, rerun)
     finally:
         if recorder is not None and recorder.proc.returncode is None:
             recorder.cancel()
 
 
-def _run_checked(argv: list[str], recorder) -> int:
+def _run_checked(argv: list[str], recorder, rerun: bool = False) -> int:
     from hydra._internal.utils import get_args_parser
 
     from . import launch
@@ -292,7 +314,7 @@ def _run_checked(argv: list[str], recorder) -> int:
         return 0
     plan = launch.prepare(hydra, args.overrides, args.multirun)
     if plan.multirun:
-        return run_sweep(hydra, plan, recorder)
+        return run_sweep(hydra, plan, recorder, rerun)
     return run_single(hydra, plan, recorder)
 
 
@@ -333,16 +355,21 @@ def run_single(hydra, plan, recorder) -> int:
     return 0
 
 
-def run_sweep(hydra, plan, recorder) -> int:
+def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     """Launch every job of the sweep; a failed job never stops the others. Exit 1 listing the
-    failed jobs, and the parent run FAILED, when any failed."""
+    failed jobs, and the parent run FAILED, when any failed.
+
+    Resumable: unless ``--rerun``, a job whose config hash already has a FINISHED run in the
+    experiment is skipped (the recorder tells the jobs which, :data:`tracking.FINISHED_FILE`)
+    and listed with that run's id; FAILED and killed jobs run again."""
     from . import launch, tracking
 
     root = Path.cwd()
     line = plan.progress and plan.launcher != "basic"
-    folder = tracking.write_sweep_file(plan, root, sweep_progress=line)
+    resume = not rerun and recorder is not None and bool(plan.master.tracking.get("enabled", True))
+    folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume)
     total = len(plan.jobs)
-    sweep = {"jobs": total, "name": f"{plan.preset or 'sweep'} ({folder.name})",
+    sweep = {"jobs": total, "name": f"{plan.preset or 'sweep'} ({folder.name})", "resume": resume,
              "tags": {"cdpbench.overrides": " ".join(plan.overrides), "cdpbench.jobs": str(total)}}
     recorder = _open_recorder(recorder, plan, root, folder, sweep)
     bar = None
@@ -365,11 +392,16 @@ def run_sweep(hydra, plan, recorder) -> int:
     if summary is None:
         summary = _unrecorded_summary(folder, total)
     runs, missing = summary["runs"], summary["missing"]
-    failed = [r for r in runs if r["status"] != "FINISHED"]
+    failed = [r for r in runs if r["status"] not in ("FINISHED", "SKIPPED")]
+    skipped = [r for r in runs if r["status"] == "SKIPPED"]
     parent = summary.get("parent_run_id")
     where = f"MLflow parent run {parent}" if parent else f"records in {folder}, not in MLflow (tracking.enabled=false)"
+    if skipped:
+        lines = [f"  {_job_name(r)}: skipped, FINISHED as MLflow run {r['run_id']}" for r in skipped]
+        lines.append(f"sweep: {len(skipped)} skipped, already FINISHED in the experiment ({RERUN_FLAG} runs them again)")
+        print("\n".join(lines), file=sys.stderr)
     if not failed and not missing and crash is None:
-        print(f"sweep: {total} jobs FINISHED ({where})", file=sys.stderr)
+        print(f"sweep: {total} jobs FINISHED, {total - len(skipped)} run ({where})", file=sys.stderr)
         return 0
     marked = f"MLflow parent run {parent} marked FAILED" if parent else where
     lines = [f"error: {len(failed) + missing} of {total} jobs failed; {marked}"]
@@ -446,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
             return report_command(argv[1:])
         if argv[:1] == ["record"]:
             return record_command(argv[1:])
+        if argv[:1] == ["server"]:
+            from .server_cmd import server_command
+
+            return server_command(argv[1:])
         return run_hydra(argv)
     except CdpbenchError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -8,12 +8,17 @@ cdpbench: run privacy defenses against attacks on continuously published data, t
 usage:
   cdpbench [OVERRIDES...]       one run: conf/config.yaml's defaults changed by OVERRIDES
   cdpbench -m [OVERRIDES...]    a sweep, one run per combination of comma-separated values;
-                                hydra/launcher=joblib hydra.launcher.n_jobs=N runs N in parallel
+                                hydra/launcher=joblib hydra.launcher.n_jobs=N runs N in parallel;
+                                hydra/launcher=ray (a Ray cluster), submitit_slurm (SLURM)
   cdpbench plugins [KIND]       installed plugins, the override selecting each, every parameter
   cdpbench experiments          the presets (+experiment=NAME): what each does, its command
   cdpbench report [--latest | --parent RUN_ID] [--metric KEY] [--against PARAM] ...
                                 a metric of every run of a sweep: one PNG and a summary CSV
                                 (cdpbench report -h for every option)
+  cdpbench -m ... --rerun       run every job again (by default a sweep skips the jobs whose
+                                config already has a FINISHED run in the experiment)
+  cdpbench server [--port P]    an MLflow server for a team (127.0.0.1 by default); jobs log to
+                                it with MLFLOW_TRACKING_URI=http://127.0.0.1:P
   cdpbench help                 this page (also -h, --help)
 
 examples:

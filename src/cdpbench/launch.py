@@ -42,6 +42,15 @@ FORBIDDEN_FLAGS = {"config_dir": "--config-dir", "config_path": "--config-path",
                    "experimental_rerun": "--experimental-rerun"}
 #: Where a Hydra launcher or sweeper may come from: Hydra itself or an installed hydra plugin.
 TRUSTED_TARGETS = ("hydra._internal.core_plugins.", "hydra_plugins.")
+#: Launcher settings that run code or commands from the config: Ray's runtime environments
+#: (``worker_process_setup_hook`` imports and calls a function, ``pip`` installs packages),
+#: submitit's ``setup`` (shell lines before each SLURM job), a Ray cluster's setup commands.
+LAUNCHER_CODE_KEYS = ("runtime_env", "setup", "setup_commands", "head_setup_commands", "worker_setup_commands",
+                      "initialization_commands", "worker_process_setup_hook")
+#: Launchers refused whole: RayAWSLauncher starts cluster machines with setup commands from its config.
+REFUSED_LAUNCHERS = {"hydra_plugins.hydra_ray_launcher.ray_aws_launcher.RayAWSLauncher":
+                     "ray_aws creates cloud machines that run setup commands from its config; start a Ray cluster "
+                     "yourself and use hydra/launcher=ray with +hydra.launcher.ray.init.address=HOST:PORT"}
 
 
 @dataclass
@@ -148,9 +157,14 @@ def check_config(cfg: DictConfig) -> None:
         target = str(h[node].get("_target_", ""))
         if not target.startswith(TRUSTED_TARGETS):
             raise ConfigError(f"hydra.{node}._target_ must be a Hydra {node} (hydra/{node}=...), got {target!r}")
-        for path, k, _ in _walk(h[node], f"hydra.{node}"):
+        if target in REFUSED_LAUNCHERS:
+            raise ConfigError(f"hydra/{node}: {REFUSED_LAUNCHERS[target]}")
+        for path, k, v in _walk(h[node], f"hydra.{node}"):
             if k == "_target_" and path != f"hydra.{node}":
                 raise ConfigError(f"{path}._target_ cannot be set by a config")
+            if k in LAUNCHER_CODE_KEYS and v not in (None, "", [], {}):
+                raise ConfigError(f"{path}.{k} cannot be set: it runs code or commands from the config; "
+                                  f"prepare the workers' environment outside cdpbench")
 
 
 def _walk(d: Any, path: str):

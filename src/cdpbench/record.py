@@ -25,6 +25,9 @@ from typing import Any
 RECORD_FILE = "run.json"
 RECORDED_FILE = "mlflow_run_id"  # written beside run.json once the run is in MLflow
 RUNNING, FINISHED, FAILED = "RUNNING", "FINISHED", "FAILED"
+#: a job of a resumed sweep whose config already has a FINISHED run in the experiment: not run,
+#: not recorded again (``skipped_run`` names the run)
+SKIPPED = "SKIPPED"
 
 
 def now_ms() -> int:
@@ -46,6 +49,7 @@ class RunRecord:
     start_time: int = field(default_factory=now_ms)
     end_time: int | None = None
     job: int | None = None  # the job's number in its sweep (0-based), None for a single run
+    skipped_run: str | None = None  # SKIPPED: the FINISHED MLflow run with the same config hash
 
     def add_metrics(self, step: int, row: dict[str, float]) -> None:
         self.metrics.append([int(step), now_ms(), {k: float(v) for k, v in row.items() if v is not None}])

@@ -16,6 +16,17 @@ delaying each of them. The recorder
 4. prints one JSON line: the parent run id and every job's run id, status and reason.
 
 It ignores Ctrl-C (the launching process tells it to finish), so nothing is left ``RUNNING``.
+Only SIGKILL (of the recorder itself, e.g. of the sweep's whole process group) can leave a
+parent run ``RUNNING``; each parent names its recorder (``cdpbench.recorder``: host and pid), and
+the next sweep launched on that host in the experiment finds such orphans (their recorder is
+gone): it records the jobs their records say ended, marks the others and the parent ``KILLED``.
+
+A resumed sweep (the default for sweeps, not with ``--rerun``): once the store is open the
+recorder writes :data:`~cdpbench.tracking.FINISHED_FILE` in the sweep folder, the config hash
+of every FINISHED job run of the experiment with its run id; a job listed there is not run but
+left as a ``SKIPPED`` record, and the parent run lists those runs
+(``cdpbench.skipped_runs.N`` tags, comma-separated run ids) so that ``cdpbench report`` shows
+the whole sweep.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import logging
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +49,7 @@ from .record import (
     FINISHED,
     RECORDED_FILE,
     RUNNING,
+    SKIPPED,
     RunRecord,
     now_ms,
     statuses,
@@ -45,17 +58,23 @@ from .record import (
 ERROR_TAG = "cdpbench.error"
 DIED = "the job did not end: its worker process died, or was stopped when another one died"
 INTERRUPTED = "the job did not end: the sweep was interrupted"
+ORPHANED = "the job did not end: its sweep was killed (found by a later launch)"
+KILLED = "KILLED"
+RECORDER_TAG = "cdpbench.recorder"
+SKIPPED_TAG = "cdpbench.skipped_runs"
+SKIPPED_PER_TAG = 200  # run ids per tag: 200 x 33 characters stay below MLflow's 8,000
 
 
 # ------------------------------------------------------------------------- in the recorder
 def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str | None = None,
-           commit: str | None = None, reason: str = DIED) -> tuple[str, str, str | None]:
-    """Write one record to MLflow as a run; returns (run id, status, reason)."""
+           commit: str | None = None, reason: str = DIED, unfinished: str = FAILED) -> tuple[str, str, str | None]:
+    """Write one record to MLflow as a run; returns (run id, status, reason). A record that did
+    not end is written with status ``unfinished`` and ``reason``."""
     from mlflow.entities import Metric, Param, RunTag
 
     status, error = record.status, record.error
     if status not in (FINISHED, FAILED):
-        status, error = FAILED, reason
+        status, error = unfinished, reason
     tags = dict(record.tags)
     if parent:
         tags["mlflow.parentRunId"] = parent
@@ -80,6 +99,60 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
     return run_id, status, error
 
 
+def finished_runs(c, experiment_id: str) -> dict[str, str]:
+    """Config hash -> id of the latest FINISHED job run of the experiment."""
+    out: dict[str, str] = {}
+    token = None
+    while True:
+        page = c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'job' and attributes.status = 'FINISHED'",
+                             max_results=5000, order_by=["attributes.start_time ASC"], page_token=token)
+        for r in page:
+            h = r.data.tags.get("cdpbench.config_hash")
+            if h:
+                out[h] = r.info.run_id
+        token = page.token
+        if not token:
+            return out
+
+
+def _recorder_alive(pid: int) -> bool:
+    """Is ``pid`` a live cdpbench recorder on this host?"""
+    try:
+        return b"cdpbench.recorder" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: is the process there at all?
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def reap_orphans(c, experiment_id: str, commit: str | None) -> list[str]:
+    """Sweeps of this experiment left ``RUNNING`` by a recorder of this host that is gone (killed
+    with SIGKILL): their ended jobs are recorded from their records, the jobs that never ended
+    and the parent are marked ``KILLED``. Returns the parents reaped."""
+    host = socket.gethostname()
+    reaped = []
+    for p in c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'sweep' and attributes.status = 'RUNNING'",
+                           max_results=1000):
+        who, _, pid = p.data.tags.get(RECORDER_TAG, "").rpartition(":")
+        if who != host or not pid.isdigit() or _recorder_alive(int(pid)):
+            continue
+        folder = Path(p.data.tags.get("cdpbench.sweep_dir", ""))
+        records = statuses(folder) if folder.is_dir() else {}
+        for path, rec in records.items():
+            if rec.status != SKIPPED and not (path.parent / RECORDED_FILE).exists():
+                ingest(c, experiment_id, path.parent, rec, p.info.run_id, commit, ORPHANED, unfinished=KILLED)
+        c.set_tag(p.info.run_id, ERROR_TAG, "the sweep was killed; a later launch recorded what it had left")
+        c.set_terminated(p.info.run_id, KILLED)
+        reaped.append(p.info.run_id)
+    return reaped
+
+
 def _stdin_lines(q: queue.Queue) -> None:
     for line in sys.stdin:
         q.put(line.strip())
@@ -99,7 +172,15 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
     sweep = header.get("sweep")
     parent = None
     if sweep:
-        tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"]}
+        reap_orphans(c, exp, commit)
+        finished: dict[str, str] = {}
+        try:
+            if sweep.get("resume"):
+                finished = finished_runs(c, exp)
+        finally:  # the jobs wait for this file: it is written whatever happens
+            tracking.write_finished(folder, finished)
+        tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"],
+                RECORDER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
         if commit:
             tags["mlflow.source.git.commit"] = commit
         parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
@@ -109,7 +190,10 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
         for path, rec in statuses(folder, skip=done).items():
             if rec.status == RUNNING and reason is None:
                 continue
-            run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
+            if rec.status == SKIPPED:
+                run_id, status, error = rec.skipped_run, SKIPPED, None
+            else:
+                run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
             done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error}
 
     end = None
@@ -124,10 +208,14 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
     interrupted = end != "END"
     record_final(INTERRUPTED if interrupted else DIED)
     runs = sorted(done.values(), key=lambda r: (r["job"] is None, r["job"] or 0))
-    failed = [r for r in runs if r["status"] != FINISHED]
+    failed = [r for r in runs if r["status"] not in (FINISHED, SKIPPED)]
     missing = max(int(sweep["jobs"]) - len(runs), 0) if sweep else 0
     if parent:
         c.set_tag(parent, "cdpbench.failed_jobs", str(len(failed) + missing))
+        skipped = [r["run_id"] for r in runs if r["status"] == SKIPPED]
+        c.set_tag(parent, "cdpbench.skipped_jobs", str(len(skipped)))
+        for i in range(0, len(skipped), SKIPPED_PER_TAG):
+            c.set_tag(parent, f"{SKIPPED_TAG}.{i // SKIPPED_PER_TAG}", ",".join(skipped[i : i + SKIPPED_PER_TAG]))
         ok = not failed and not missing and not interrupted
         c.set_terminated(parent, FINISHED if ok else FAILED)
     return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": header["uri"]}
@@ -207,7 +295,7 @@ def record_folder(folder: Path, uri: str, experiment: str | None, root: Path) ->
     commit = tracking.git_commit(root)
     out = []
     for path, rec in statuses(folder).items():
-        if (path.parent / RECORDED_FILE).exists():
+        if (path.parent / RECORDED_FILE).exists() or rec.status == SKIPPED:
             continue
         exp = tracking.experiment_id(c, experiment or rec.params.get("tracking.experiment") or "cdpbench", root)
         run_id, status, error = ingest(c, exp, path.parent, rec, None, commit, DIED)

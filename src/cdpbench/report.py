@@ -258,9 +258,26 @@ def _select_runs(c, args):
             raise CdpbenchError(f"no sweep found in {c.tracking_uri}; run one with `cdpbench -m ...` first")
         parent = sweeps[0].info.run_id
     runs = c.search_runs(exp_ids, filter_string=f"tags.mlflow.parentRunId = '{parent}'", max_results=5000)
+    runs += _skipped_runs(c, parent)
     if not runs:
         raise CdpbenchError(f"sweep {parent} has no child runs")
     return parent, runs, c.get_run(parent).info.run_name or parent
+
+
+def _skipped_runs(c, parent: str) -> list:
+    """The runs a resumed sweep skipped because they were already FINISHED (listed on its parent
+    run by the recorder): part of the sweep for its report."""
+    from .recorder import SKIPPED_TAG
+
+    tags = c.get_run(parent).data.tags
+    ids = [i for k in sorted(tags) if k.startswith(SKIPPED_TAG + ".") for i in tags[k].split(",") if i]
+    out = []
+    for run_id in dict.fromkeys(ids):
+        try:
+            out.append(c.get_run(run_id))
+        except Exception:  # deleted since: the report says what it has
+            continue
+    return out
 
 
 def _histories(c, run) -> dict[str, pd.Series]:

@@ -23,6 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger(__name__)
 
 SWEEP_FILE = ".cdpbench_sweep.json"  # in the sweep folder: job count, varying keys, preset
+#: in the sweep folder, written by the recorder: config hash -> FINISHED run of the experiment
+FINISHED_FILE = ".cdpbench_finished.json"
+#: config keys that do not change what a run computes: left out of its config hash
+RUN_ONLY = ("progress", "tracking", "hydra")
 #: MLflow 3's UI opens an experiment on its GenAI traces unless the experiment says what it is.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
@@ -89,7 +93,10 @@ def git_commit(root: Path | None = None) -> str | None:
 
 
 def config_hash(cfg: DictConfig) -> str:
+    """What identifies a run's computation: its resolved config without :data:`RUN_ONLY` keys
+    (a resumed sweep skips a job whose hash has a FINISHED run in the experiment)."""
     data = OmegaConf.to_container(cfg, resolve=True)
+    data = {k: v for k, v in data.items() if k not in RUN_ONLY}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -106,14 +113,51 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def write_sweep_file(plan, root: Path, sweep_progress: bool) -> Path:
+def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = False) -> Path:
     """The sweep folder's :data:`SWEEP_FILE` (job count, varying override keys, preset, whether
-    the launching process draws the sweep's progress line), for the jobs to read wherever they run."""
+    the launching process draws the sweep's progress line, whether jobs already FINISHED in the
+    experiment are skipped), for the jobs to read wherever they run."""
     sweep_dir = root / plan.output_dir
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    info = {"jobs": len(plan.jobs), "varying": plan.varying, "preset": plan.preset, "sweep_progress": sweep_progress}
+    info = {"jobs": len(plan.jobs), "varying": plan.varying, "preset": plan.preset, "sweep_progress": sweep_progress,
+            "resume": resume}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
     return sweep_dir
+
+
+def sweep_dir() -> Path | None:
+    """This job's sweep folder (None outside a sweep)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        return Path(hc.runtime.cwd) / hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
+    except Exception:
+        return None
+
+
+def write_finished(folder: Path, finished: dict[str, str]) -> None:
+    """The recorder's answer to a resumed sweep's jobs (atomic: a job reads all or nothing)."""
+    tmp = folder / f".{FINISHED_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"finished": finished}))
+    os.replace(tmp, folder / FINISHED_FILE)
+
+
+def wait_finished(folder: Path, timeout: float = 120.0) -> dict[str, str] | None:
+    """Config hash -> FINISHED run id, once the recorder has written it (it opens the store while
+    the jobs start); None if it has not within ``timeout`` seconds."""
+    import time
+
+    path = folder / FINISHED_FILE
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return json.loads(path.read_text())["finished"]
+        except (OSError, ValueError, KeyError):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
 
 
 def sweep_info() -> dict[str, Any]:

@@ -1,0 +1,116 @@
+"""Resumable sweeps: a sweep launched again skips every job whose config already has a FINISHED
+run in the experiment (listed with that run's id), runs FAILED and killed ones again, and
+``--rerun`` forces every job; a sweep killed with SIGKILL (its whole process group, recorder
+included) leaves its parent RUNNING only until the next launch, which records what the killed
+sweep's jobs had finished and marks the rest KILLED.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CDPBENCH, REPO
+
+pytestmark = pytest.mark.slow
+FAULTY = str(Path(__file__).parent / "faulty")
+SWEEP = ["-m", "dataset=faulty", "dataset.tag=1,2,3,4,5,6", "progress=false"]
+
+
+def runs(client):
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(exps, max_results=1000) if exps else []
+
+
+def records(folder: Path) -> dict[str, str]:
+    """status of each job record of a sweep folder, by its dataset.tag"""
+    out = {}
+    for f in folder.glob("*/run.json"):
+        rec = json.loads(f.read_text())
+        out[rec["params"]["dataset.tag"]] = rec["status"]
+    return out
+
+
+def sweep_folders(cwd: Path) -> list[Path]:
+    return sorted(p.parent for p in cwd.glob("outputs/multirun/*/.cdpbench_sweep.json"))
+
+
+@pytest.fixture
+def faulty(cli, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", FAULTY)
+    return cli
+
+
+def test_a_second_launch_skips_finished_jobs_and_reruns_failed_ones(faulty, mlflow_client):
+    first = faulty(*SWEEP, "dataset.fail_tag=3", check=False)
+    assert first.returncode == 1
+    # the same sweep without the fault: job 3's config differs (fail_tag), so compare on what runs
+    second = faulty(*SWEEP, "dataset.fail_tag=3", check=False)
+    assert second.returncode == 1  # job 3 fails again: it was FAILED, so it ran again
+    assert "5 skipped, already FINISHED in the experiment" in second.stderr
+    c = mlflow_client(faulty.uri)
+    everything = runs(c)
+    parents = sorted((r for r in everything if r.data.tags.get("cdpbench.kind") == "sweep"), key=lambda r: r.info.start_time)
+    assert len(parents) == 2
+    kids = [r for r in everything if r.data.tags.get("mlflow.parentRunId") == parents[1].info.run_id]
+    assert [r.data.params["dataset.tag"] for r in kids] == ["3"] and kids[0].info.status == "FAILED"
+    assert parents[1].data.tags["cdpbench.skipped_jobs"] == "5"
+    first_kids = {r.info.run_id: r for r in everything if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id}
+    skipped = parents[1].data.tags["cdpbench.skipped_runs.0"].split(",")
+    assert sorted(skipped) == sorted(i for i, r in first_kids.items() if r.info.status == "FINISHED")
+    for i in skipped:  # each skipped job is listed with the run that holds its result
+        assert f"skipped, FINISHED as MLflow run {i}" in second.stderr
+    # the report of the second sweep shows the whole sweep: 5 skipped runs (FINISHED) + the failed one
+    out = faulty("report", "--latest", "--metric", "gcp_norm").stdout
+    assert "left out 1 run that is not FINISHED (1 FAILED)" in out
+    # --rerun runs every job again
+    third = faulty(*SWEEP, "dataset.fail_tag=3", "--rerun", check=False)
+    assert "skipped" not in third.stderr
+    assert len([r for r in runs(c) if r.data.tags.get("cdpbench.kind") == "job"]) == 6 + 1 + 6
+
+
+def test_a_sweep_killed_with_sigkill_is_resumed_by_the_next_launch(faulty, mlflow_client):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": faulty.uri, "CDPBENCH_CONF": str(REPO / "conf"), "PYTHONPATH": FAULTY}
+    args = [*SWEEP, "dataset.sleep=0.7"]  # about 2 s a job, one job at a time
+    proc = subprocess.Popen([str(CDPBENCH), *args], cwd=faulty.cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        folders = sweep_folders(faulty.cwd)
+        states = list(records(folders[0]).values()) if folders else []
+        if states.count("FINISHED") >= 2 and "RUNNING" in states:  # killed in the middle of a job
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the launcher, its recorder and its jobs
+    proc.wait(timeout=30)
+    (killed_folder,) = sweep_folders(faulty.cwd)
+    before = records(killed_folder)
+    finished_before = sorted(t for t, s in before.items() if s == "FINISHED")
+    assert 2 <= len(finished_before) < 6 and "RUNNING" in before.values()
+    c = mlflow_client(faulty.uri)
+    assert [r.info.status for r in runs(c) if r.data.tags.get("cdpbench.kind") == "sweep"] == ["RUNNING"]
+
+    faulty(*args)  # launched again: runs only the unfinished jobs
+    folders = sweep_folders(faulty.cwd)
+    assert len(folders) == 2
+    again = records(folders[1])
+    ran = sorted(t for t, s in again.items() if s == "FINISHED")
+    assert ran == sorted(set(map(str, range(1, 7))) - set(finished_before))
+    assert sorted(t for t, s in again.items() if s == "SKIPPED") == finished_before
+    everything = runs(c)
+    assert all(r.info.status in ("FINISHED", "FAILED", "KILLED") for r in everything)
+    old, new = sorted((r for r in everything if r.data.tags.get("cdpbench.kind") == "sweep"), key=lambda r: r.info.start_time)
+    assert old.info.status == "KILLED" and new.info.status == "FINISHED"
+    old_kids = [r for r in everything if r.data.tags.get("mlflow.parentRunId") == old.info.run_id]
+    assert sorted(r.data.params["dataset.tag"] for r in old_kids if r.info.status == "FINISHED") == finished_before
+    in_flight = [r for r in old_kids if r.info.status == "KILLED"]
+    assert len(in_flight) == list(before.values()).count("RUNNING")
+    assert in_flight[0].data.tags["cdpbench.error"] == "the job did not end: its sweep was killed (found by a later launch)"
+
+    third = faulty(*args)  # a second identical launch runs nothing
+    assert "sweep: 6 jobs FINISHED, 0 run" in third.stderr
+    assert set(records(sweep_folders(faulty.cwd)[2]).values()) == {"SKIPPED"}
