@@ -166,7 +166,8 @@ def test_parallel_sweep_matches_serial_sweep(cli, mlflow_client):
     out = cli("report", "--parent", parents[1].info.run_id, "--metric", "gain_rho").stdout
     assert "plot:" in out and "summary:" in out
     arts = {a.path for a in c.list_artifacts(parents[1].info.run_id, "report")}
-    assert arts == {"report/gain_rho.png", "report/summary.csv"}
+    assert arts == {"report/gain_rho.png", "report/gain_rho.pdf", "report/gain_rho.svg", "report/gain_rho.csv",
+                    "report/summary.csv"}
     summary = pd.read_csv(cli.cwd / "outputs" / "reports" / parents[1].info.run_id / "summary.csv")
     assert sorted(summary["run"]) == ["privacy_model=k_anonymity", "privacy_model=l_diversity"]
     assert summary["violations"].tolist() == [0.0, 0.0]

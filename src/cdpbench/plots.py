@@ -1,4 +1,5 @@
-"""Plots drawn with matplotlib (Agg backend: no display needed)."""
+"""Plots drawn with matplotlib (Agg backend: no display needed). Report figures are written as
+PNG and, for papers, PDF and SVG beside it (:func:`save`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,18 @@ import pandas as pd  # noqa: E402
 
 MAIN = ("gcp_norm", "rl_norm", "kl", "query_error_mean", "suppressed_fraction", "violations")
 BELIEF = ("gain_rho", "gain_g", "confidence")
+
+
+FORMATS = (".pdf", ".svg")  # written beside every report figure's PNG
+
+
+def save(fig, path: Path) -> Path:
+    """``path`` (PNG) and the same figure as PDF and SVG beside it."""
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    for ext in FORMATS:
+        fig.savefig(Path(path).with_suffix(ext), bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 def main_metrics(columns: list[str]) -> list[str]:
@@ -67,9 +80,7 @@ def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} against release")
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def panels_plot(groups: dict[str, dict[str, pd.Series]], metric: str, path: Path, title: str = "", xlabel: str = "",
@@ -99,9 +110,7 @@ def panels_plot(groups: dict[str, dict[str, pd.Series]], metric: str, path: Path
                bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def scatter_plot(points: dict[str, tuple[pd.Series, pd.Series]], xlabel: str, ylabel: str, path: Path, title: str = "") -> Path:
@@ -116,6 +125,21 @@ def scatter_plot(points: dict[str, tuple[pd.Series, pd.Series]], xlabel: str, yl
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, path)
+
+
+def band_plot(bands: dict[str, pd.DataFrame], metric: str, path: Path, title: str = "") -> Path:
+    """One line per configuration, the mean over seeds against release, with its 95% confidence
+    band (``bands[label]``: columns ``mean``, ``low``, ``high`` indexed by release)."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    cmap = plt.get_cmap("tab10")
+    styles = ["-", "--", ":", "-."]
+    for i, (label, b) in enumerate(sorted(bands.items())):
+        ax.plot(b.index, b["mean"], label=label, color=cmap(i % 10), linestyle=styles[i % 4], marker="o", ms=3)
+        ax.fill_between(b.index, b["low"], b["high"], color=cmap(i % 10), alpha=0.18, linewidth=0)
+    ax.set_xlabel("release")
+    ax.set_ylabel(f"{metric} (mean over seeds, 95% CI)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return save(fig, path)

@@ -2,7 +2,13 @@
 
 Draws a chosen metric against release with one line per run, labelled by the parameters that
 differ between the runs, writes a summary table of per-run means of every metric (CSV), saves both
-under ``outputs/reports/<id>/`` and logs them to the sweep's parent run.
+under ``outputs/reports/<id>/`` and logs them to the sweep's parent run. Every figure is a PNG
+with a PDF and an SVG beside it, and its data as a tidy CSV (one row per point) of the same name.
+
+When the sweep ran configurations with several seeds (:mod:`cdpbench.repetitions`), the figure
+against release shows per configuration the mean over seeds with its 95% bootstrap band, and
+``seeds_<metric>`` tables (CSV, Markdown, LaTeX) give mean and interval per configuration, with a
+paired test against ``--baseline`` when asked.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import plots, tracking
+from . import plots, repetitions, tracking
 from .errors import CdpbenchError
 from .launch import short_override
 
@@ -40,6 +46,9 @@ def report_command(argv: list[str]) -> int:
                     "information loss (--loss, default gcp) against disclosure risk (--risk, default rl); BayFrame Figs. 7/8")
     ap.add_argument("--loss", default="gcp", help="--ru: the information-loss metric (y axis)")
     ap.add_argument("--risk", default="rl", help="--ru: the disclosure-risk metric (x axis)")
+    ap.add_argument("--baseline", metavar="CONFIG", help="with seeds: compare every configuration with this one "
+                    "(its label in the seeds table), paired by seed (paired t-test p-value in the table)")
+    ap.add_argument("--no-bands", action="store_true", help="with seeds: one line per run instead of mean and band")
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
     ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
@@ -72,10 +81,13 @@ def report_command(argv: list[str]) -> int:
     out = args.out or Path.cwd() / "outputs" / "reports" / (parent or name)
     out.mkdir(parents=True, exist_ok=True)
     metric_file = args.metric.replace("/", "_")
+    tables: list[Path] = []
     if args.ru:
         points = _ru_points(runs, histories, labels, args.risk, args.loss)
         png = plots.scatter_plot(points, args.risk, args.loss, out / f"ru_{args.loss}_{args.risk}.png",
                                  title=f"R-U map: {args.loss} against {args.risk}, one point per release — {name}")
+        data = pd.DataFrame([{"series": lab, "release": rel, args.risk: x[rel], args.loss: y[rel]}
+                             for lab, (x, y) in sorted(points.items()) for rel in x.index])
     elif args.against:
         what = f"mean {args.metric} over releases" if args.at is None else f"{args.metric} at release {args.at}"
         title = f"{args.metric} against {args.against} — {name}"
@@ -84,21 +96,64 @@ def report_command(argv: list[str]) -> int:
             groups = _against(runs, histories, args.metric, args.against, args.at, panels=panels)
             png = plots.panels_plot(groups, what, out / f"{metric_file}_vs_{args.against}_panels.png", title=title,
                                     xlabel=args.against, diagonal=args.diagonal)
+            data = pd.concat([_tidy(lines, args.against, what).assign(panel=panel) for panel, lines in sorted(groups.items())],
+                             ignore_index=True)[["panel", "series", args.against, what]]
         else:
             series = _against(runs, histories, args.metric, args.against, args.at)
             png = plots.lines_plot(series, what, out / f"{metric_file}_vs_{args.against}.png", title=title,
                                    xlabel=args.against, diagonal=args.diagonal)
+            data = _tidy(series, args.against, what)
     else:
-        png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
+        groups = None if args.no_bands else repetitions.seed_groups(runs, labels)
+        if groups is None and args.baseline:
+            raise CdpbenchError("--baseline compares configurations run with several seeds; this sweep has one run per "
+                                "configuration (sweep seed='range(0,5)' for five)")
+        if groups is None:
+            png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
+            data = _tidy(series, "release", args.metric)
+        else:
+            png, data, tables = _seed_report(groups, histories, args, out, metric_file, name)
+    data.to_csv(png.with_suffix(".csv"), index=False)
     csv = out / "summary.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
+    artifacts = [f for f in (png, *(png.with_suffix(ext) for ext in (*plots.FORMATS, ".csv")), *tables, csv) if f.exists()]
     if parent:
-        c.log_artifact(parent, str(png), "report")
-        c.log_artifact(parent, str(csv), "report")
-    print(f"plot:    {png}")
+        for f in artifacts:
+            c.log_artifact(parent, str(f), "report")
+    print(f"plot:    {png}  (also .pdf and .svg; the plotted data: {png.with_suffix('.csv').name})")
+    for f in tables:
+        if f.suffix == ".tex":
+            print(f"seeds:   {str(f)[:-4]}.csv/.md/.tex  (per configuration: mean over seeds, 95% CI)")
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
     print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
     return 0
+
+
+def _tidy(series: dict[str, pd.Series], x: str, y: str) -> pd.DataFrame:
+    """A figure's lines as a tidy table: one row per point (series, x, y)."""
+    return pd.DataFrame([{"series": lab, x: i, y: v} for lab, s in sorted(series.items()) for i, v in s.items()],
+                        columns=["series", x, y])
+
+
+def _seed_report(groups, histories, args, out: Path, metric_file: str, name: str):
+    """The figure against release with one band per configuration, its data, and the seeds
+    tables of every metric key matching ``--metric``."""
+    keys = sorted({k for h in histories.values() for k in _matching(h, args.metric)})
+    bands, tables = {}, []
+    for key in keys:
+        def pick(hist, key=key):
+            return key if key in hist else None
+
+        for label, b in repetitions.bands(groups, histories, pick).items():
+            bands[label + (f" [{key}]" if len(keys) > 1 else "")] = b
+        table = repetitions.summary(groups, histories, pick, args.baseline)
+        tables += repetitions.write_tables(table, key, out / f"seeds_{key.replace('/', '_')}")
+    n = max(len(g) for g in groups.values())
+    png = plots.band_plot(bands, args.metric, out / f"{metric_file}.png",
+                          title=f"{args.metric} against release: mean of {n} seeds, 95% bootstrap band — {name}")
+    data = pd.concat([b.reset_index(names="release").assign(series=lab) for lab, b in sorted(bands.items())],
+                     ignore_index=True)[["series", "release", "mean", "low", "high", "n"]]
+    return png, data, tables
 
 
 def _ru_points(runs, histories, labels, risk: str, loss: str) -> dict[str, tuple[pd.Series, pd.Series]]:
