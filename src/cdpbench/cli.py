@@ -304,13 +304,18 @@ def _run_checked(argv: list[str], recorder, rerun: bool = False) -> int:
     if args.hydra_help or args.cfg or args.info:  # read-only: print, run nothing
         for o in launch.parse_overrides(hydra, args.overrides):
             launch.check_override(o)
-        if args.hydra_help:
-            hydra.hydra_help(config_name=launch.CONFIG_NAME, args_parser=get_args_parser(), args=args)
-        elif args.cfg:
-            hydra.show_cfg(config_name=launch.CONFIG_NAME, overrides=args.overrides, cfg_type=args.cfg,
-                           package=args.package, resolve=args.resolve)
-        else:
-            hydra.show_info(args.info, config_name=launch.CONFIG_NAME, overrides=args.overrides)
+        from hydra.errors import HydraException
+
+        try:
+            if args.hydra_help:
+                hydra.hydra_help(config_name=launch.CONFIG_NAME, args_parser=get_args_parser(), args=args)
+            elif args.cfg:
+                hydra.show_cfg(config_name=launch.CONFIG_NAME, overrides=args.overrides, cfg_type=args.cfg,
+                               package=args.package, resolve=args.resolve)
+            else:
+                hydra.show_info(args.info, config_name=launch.CONFIG_NAME, overrides=args.overrides)
+        except HydraException as e:  # e.g. --cfg with a sweep: Hydra shows one config, not a sweep's
+            raise ConfigError(f"cannot show the config: {_one_line(str(e))}") from None
         return 0
     plan = launch.prepare(hydra, args.overrides, args.multirun)
     if plan.multirun:
