@@ -534,7 +534,12 @@ def test_belief_hand_computed(table):
     assert out["bk.gain_g"] == pytest.approx((0.6 + 0.4 + 0 + 1 + 0.5) / 5)
     assert out["bk.confidence"] == pytest.approx((0.8 + 0.3 + 1 / 3 + 1 + 0) / 5)
     assert out["bk.single_value_share"] == 0  # every group holds two or three distinct values
-    assert set(out) == {"bk.gain_rho", "bk.gain_g", "bk.confidence", "bk.single_value_share"}  # no posterior, no keys
+    # risks beyond averages: true-value posteriors .8, .3, 1/3, 1, 0
+    assert out["bk.max_confidence"] == 1.0
+    assert out["bk.share_over_50"] == pytest.approx(2 / 5) and out["bk.share_over_90"] == pytest.approx(1 / 5)
+    assert out["bk.disclosed"] == 1
+    assert set(out) == {f"bk.{k}" for k in ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence",
+                                              "share_over_50", "share_over_90", "disclosed")}  # no posterior, no keys
 
 
 def test_belief_over_records_whose_value_was_not_given(table):

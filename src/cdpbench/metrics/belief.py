@@ -21,6 +21,11 @@ group's values). Averaged over those records:
   for every published real record (as the lab's attackers do), and is still reported with each
   attacker's keys, over the same records as its gains, so each ``gain_rho`` can be read next to it.
 
+Risks beyond averages (attack-matrix issue): ``max_confidence``, the largest posterior on a true
+value; ``share_over_50`` and ``share_over_90``, the share of those records whose posterior on
+their true value exceeds 0.5 / 0.9; ``disclosed``, how many have it at 0.99 or more (a count,
+not a share).
+
 Posteriors are matched to records by respondent id; records whose respondent the attacker gives
 no posterior for are left out (every value is NaN when none is left).
 
@@ -37,7 +42,9 @@ import numpy as np
 from ..data import Publication
 from ..plugin import AttackResult, Metric, MetricContext
 
-KEYS = ("gain_rho", "gain_g", "confidence", "single_value_share")
+KEYS = ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence", "share_over_50", "share_over_90",
+        "disclosed")
+DISCLOSED = 0.99
 
 
 def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +81,7 @@ def gains(p: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class BeliefMetrics(Metric):
-    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8), confidence and the a = 1 share, per attacker.
+    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8), confidence, the a = 1 share and the risks beyond averages, per attacker.
 
     Keys, for every attacker label ``L`` whose result has a posterior: ``L.gain_rho``,
     ``L.gain_g``, ``L.confidence`` and ``L.single_value_share`` (the share of records with
@@ -96,6 +103,10 @@ class BeliefMetrics(Metric):
             out[f"{label}.gain_g"] = float(g.mean())
             out[f"{label}.confidence"] = float(p.mean())
             out[f"{label}.single_value_share"] = float(np.mean(a >= 1.0))
+            out[f"{label}.max_confidence"] = float(p.max())
+            out[f"{label}.share_over_50"] = float(np.mean(p > 0.5))
+            out[f"{label}.share_over_90"] = float(np.mean(p > 0.9))
+            out[f"{label}.disclosed"] = float(np.sum(p >= DISCLOSED))
             if attack.given is not None:
                 given = np.asarray(attack.given, dtype=bool)[rows]
                 rest = ~given
