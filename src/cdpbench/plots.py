@@ -143,3 +143,41 @@ def band_plot(bands: dict[str, pd.DataFrame], metric: str, path: Path, title: st
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save(fig, path)
+
+
+def matrix_plot(cells: pd.DataFrame, utility: pd.DataFrame, metric: str, path: Path, title: str = "") -> Path:
+    """The attack matrix: a heatmap of ``cells`` (defence rows x attacker columns, each cell
+    annotated with its value) and, beside each row, the defence's utility metrics as numbers."""
+    import numpy as np
+
+    rows, cols = cells.shape
+    extra = utility.shape[1]
+    fig, axes = plt.subplots(1, 2, figsize=(1.1 * cols + 1.2 * extra + 4, 0.45 * rows + 2.2), squeeze=False,
+                             gridspec_kw={"width_ratios": [max(cols, 1), max(extra, 1) * 0.9]})
+    ax, ux = axes[0]
+    data = cells.to_numpy(dtype=float)
+    im = ax.imshow(data, cmap="Reds", aspect="auto")
+    ax.set_xticks(range(cols), cells.columns, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(rows), cells.index, fontsize=8)
+    finite = data[np.isfinite(data)]
+    mid = (finite.min() + finite.max()) / 2 if finite.size else 0
+    for i in range(rows):
+        for j in range(cols):
+            v = data[i, j]
+            ax.text(j, i, "" if not np.isfinite(v) else f"{v:.3f}", ha="center", va="center", fontsize=7,
+                    color="white" if np.isfinite(v) and v > mid else "black")
+    ax.set_xlabel("attacker")
+    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=f"mean {metric} over releases")
+    ux.set_xlim(-0.5, max(extra, 1) - 0.5)
+    ux.set_ylim(ax.get_ylim())  # the same rows as the heatmap
+    ux.set_xticks(range(extra), utility.columns, rotation=35, ha="right", fontsize=8)
+    ux.set_yticks([])
+    for spine in ux.spines.values():
+        spine.set_visible(False)
+    for i, row in enumerate(utility.to_numpy(dtype=float)):
+        for j, v in enumerate(row):
+            ux.text(j, i, "" if not np.isfinite(v) else f"{v:.3f}", ha="center", va="center", fontsize=7)
+    ux.set_title("utility", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return save(fig, path)

@@ -127,7 +127,7 @@ def _fmt(x: float) -> str:
     return "" if x != x else f"{x:.4g}"
 
 
-def _markdown(table: pd.DataFrame) -> str:
+def markdown_table(table: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (first column left-aligned, the others right)."""
     cells = [[str(c) for c in table.columns]] + [[str(v) for v in row] for row in table.itertuples(index=False)]
     esc = [[c.replace("|", "\\|") for c in row] for row in cells]
@@ -150,8 +150,12 @@ def write_tables(table: pd.DataFrame, metric: str, stem: Path) -> list[Path]:
     })
     for col in [c for c in table.columns if c.startswith("p_vs_")]:
         shown[f"p (paired t, vs {col[5:]})"] = [_fmt(x) for x in table[col]]
-    md.write_text(_markdown(shown))
-    latex = shown.style.hide(axis="index").format(escape="latex").format_index(escape="latex", axis=1).to_latex(
-        hrules=True, column_format="l" + "r" * (shown.shape[1] - 1))
-    tex.write_text(latex)
+    md.write_text(markdown_table(shown))
+    tex.write_text(latex_table(shown))
     return [csv, md, tex]
+
+
+def latex_table(table: pd.DataFrame) -> str:
+    """A LaTeX tabular with booktabs rules, text escaped, first column left-aligned."""
+    return table.style.hide(axis="index").format(escape="latex", precision=3).format_index(escape="latex", axis=1).to_latex(
+        hrules=True, column_format="l" + "r" * (table.shape[1] - 1))

@@ -18,6 +18,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import plots, repetitions, tracking
@@ -49,6 +50,10 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--baseline", metavar="CONFIG", help="with seeds: compare every configuration with this one "
                     "(its label in the seeds table), paired by seed (paired t-test p-value in the table)")
     ap.add_argument("--no-bands", action="store_true", help="with seeds: one line per run instead of mean and band")
+    ap.add_argument("--matrix", action="store_true", help="the attack matrix: a heatmap of runs (defences) x attackers, "
+                    "cell = mean over releases of ATTACKER.METRIC (--metric, e.g. gain_rho or share_over_90), "
+                    "utility (--utility) beside each row; the table as CSV, Markdown and LaTeX")
+    ap.add_argument("--utility", default="gcp_norm,query_error_mean", help="--matrix: utility metrics shown beside each row")
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
     ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
@@ -82,7 +87,9 @@ def report_command(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     metric_file = args.metric.replace("/", "_")
     tables: list[Path] = []
-    if args.ru:
+    if args.matrix:
+        png, data, tables = _matrix_report(runs, histories, labels, args, out, name)
+    elif args.ru:
         points = _ru_points(runs, histories, labels, args.risk, args.loss)
         png = plots.scatter_plot(points, args.risk, args.loss, out / f"ru_{args.loss}_{args.risk}.png",
                                  title=f"R-U map: {args.loss} against {args.risk}, one point per release — {name}")
@@ -123,10 +130,45 @@ def report_command(argv: list[str]) -> int:
     print(f"plot:    {png}  (also .pdf and .svg; the plotted data: {png.with_suffix('.csv').name})")
     for f in tables:
         if f.suffix == ".tex":
-            print(f"seeds:   {str(f)[:-4]}.csv/.md/.tex  (per configuration: mean over seeds, 95% CI)")
+            what = "defences x attackers" if f.name.startswith("matrix_") else "per configuration: mean over seeds, 95% CI"
+            print(f"table:   {str(f)[:-4]}.csv/.md/.tex  ({what})")
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
     print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
     return 0
+
+
+def _matrix_report(runs, histories, labels, args, out: Path, name: str):
+    """The attack matrix of a sweep: rows = configurations (a seed sweep's seeds averaged),
+    columns = every attacker label ``L`` some run has ``L.<metric>`` for, cell = mean over
+    releases (and seeds); utility beside; heatmap, tidy CSV and the table in three formats."""
+    metric = args.metric.split(".")[-1] if "." in args.metric else args.metric
+    groups = repetitions.seed_groups(runs, labels) or {labels[r.info.run_id]: [r] for r in runs}
+    attackers = sorted({k[: -len(metric) - 1] for h in histories.values() for k in h if k.endswith("." + metric)})
+    if not attackers:
+        raise CdpbenchError(f"--matrix: no run has an attacker metric '<attacker>.{metric}'")
+    utility = [u.strip() for u in args.utility.split(",") if u.strip()]
+
+    def mean_of(key: str, g) -> float:
+        vals = [float(histories[r.info.run_id][key].mean()) for r in g if key in histories[r.info.run_id]]
+        return float(np.mean(vals)) if vals else float("nan")
+
+    rows = sorted(groups)
+    cells = pd.DataFrame([[mean_of(f"{a}.{metric}", groups[r]) for a in attackers] for r in rows], index=rows, columns=attackers)
+    util = pd.DataFrame([[mean_of(u, groups[r]) for u in utility] for r in rows], index=rows, columns=utility)
+    util = util.loc[:, util.notna().any()]
+    stem = out / f"matrix_{metric}"
+    png = plots.matrix_plot(cells, util, metric, Path(f"{stem}.png"), title=f"attack matrix: {metric} — {name}")
+    data = cells.stack(future_stack=True).rename("value").reset_index()
+    data.columns = ["defence", "attacker", metric]
+    table = pd.concat([cells, util], axis=1).reset_index(names="defence")
+    tables = [Path(f"{stem}_table{ext}") for ext in (".csv", ".md", ".tex")]
+    table.to_csv(tables[0], index=False)
+    shown = table.copy()
+    for col in shown.columns[1:]:
+        shown[col] = [("" if v != v else f"{v:.3f}") for v in shown[col]]
+    tables[1].write_text(repetitions.markdown_table(shown))
+    tables[2].write_text(repetitions.latex_table(shown))
+    return png, data, tables
 
 
 def _tidy(series: dict[str, pd.Series], x: str, y: str) -> pd.DataFrame:
