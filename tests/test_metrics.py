@@ -537,9 +537,9 @@ def test_belief_hand_computed(table):
     # risks beyond averages: true-value posteriors .8, .3, 1/3, 1, 0
     assert out["bk.max_confidence"] == 1.0
     assert out["bk.share_over_50"] == pytest.approx(2 / 5) and out["bk.share_over_90"] == pytest.approx(1 / 5)
-    assert out["bk.disclosed"] == 1
+    assert out["bk.count_over_99"] == 1
     assert set(out) == {f"bk.{k}" for k in ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence",
-                                              "share_over_50", "share_over_90", "disclosed")}  # no posterior, no keys
+                                              "share_over_50", "share_over_90", "count_over_99")}  # no posterior, no keys
 
 
 def test_belief_over_records_whose_value_was_not_given(table):

@@ -23,8 +23,9 @@ group's values). Averaged over those records:
 
 Risks beyond averages (attack-matrix issue): ``max_confidence``, the largest posterior on a true
 value; ``share_over_50`` and ``share_over_90``, the share of those records whose posterior on
-their true value exceeds 0.5 / 0.9; ``disclosed``, how many have it at 0.99 or more (a count,
-not a share).
+their true value exceeds 0.5 / 0.9; ``count_over_99``, how many have it at 0.99 or more (a count,
+not a share: the records disclosed). Named so as not to collide with attackers' own ``disclosed``
+counts (the invariance attackers report ``L.disclosed`` with their own definition).
 
 Posteriors are matched to records by respondent id; records whose respondent the attacker gives
 no posterior for are left out (every value is NaN when none is left).
@@ -43,7 +44,7 @@ from ..data import Publication
 from ..plugin import AttackResult, Metric, MetricContext
 
 KEYS = ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence", "share_over_50", "share_over_90",
-        "disclosed")
+        "count_over_99")
 DISCLOSED = 0.99
 
 
@@ -106,7 +107,7 @@ class BeliefMetrics(Metric):
             out[f"{label}.max_confidence"] = float(p.max())
             out[f"{label}.share_over_50"] = float(np.mean(p > 0.5))
             out[f"{label}.share_over_90"] = float(np.mean(p > 0.9))
-            out[f"{label}.disclosed"] = float(np.sum(p >= DISCLOSED))
+            out[f"{label}.count_over_99"] = float(np.sum(p >= DISCLOSED))
             if attack.given is not None:
                 given = np.asarray(attack.given, dtype=bool)[rows]
                 rest = ~given
