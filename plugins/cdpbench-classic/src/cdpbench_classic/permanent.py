@@ -100,17 +100,21 @@ def sinkhorn(w: np.ndarray, count: np.ndarray, segment: np.ndarray, n_groups: in
     m = w.shape[1]
     a = np.where(count > 0, w, 0.0)
     col = np.ones_like(a)
-    for _ in range(iterations):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for _ in range(iterations):
+            x = a * col
+            x /= np.maximum(x.sum(axis=1, keepdims=True), 1e-300)
+            sums = np.zeros((n_groups, m))
+            np.add.at(sums, segment, x)
+            per = sums[segment]
+            if np.all(np.abs(per - count)[count > 0] <= tolerance):
+                break
+            col = col * np.where(per > 0, count / np.maximum(per, 1e-300), 1.0)
         x = a * col
-        x /= np.maximum(x.sum(axis=1, keepdims=True), 1e-300)
-        sums = np.zeros((n_groups, m))
-        np.add.at(sums, segment, x)
-        per = sums[segment]
-        if np.all(np.abs(per - count)[count > 0] <= tolerance):
-            break
-        col = col * np.where(per > 0, count / np.maximum(per, 1e-300), 1.0)
-    x = a * col
-    return x / np.maximum(x.sum(axis=1, keepdims=True), 1e-300)
+        x = x / np.maximum(x.sum(axis=1, keepdims=True), 1e-300)
+    # a group whose counts no scaling can meet (a value nobody's prior allows often enough) has
+    # diverged: its rows become 0 and the caller falls back to the frequencies
+    return np.where(np.isfinite(x).all(axis=1, keepdims=True), x, 0.0)
 
 
 def permanent_posterior(weights, sensitive, segment, n_groups: int, n_values: int, params: PermanentParams | None = None):
