@@ -64,7 +64,9 @@ def test_presets_and_option_groups_of_the_repository():
                               "bayframe/fig9", "bayframe/fig11", "bcf/fig1", "bcf/fig2", "invariance/attack", "invariance/fig5",
                               "invariance/fig5b", "invariance/fig6", "invariance/fig7", "invariance/fig8",
                               "invariance/fig9", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
-                              "js_reduce/fig7", "js_reduce/fig8", "ksaa/compare"]
+                              "js_reduce/fig7", "js_reduce/fig8", "ksaa/compare", "matrix/bkseq", "matrix/churn",
+                              "matrix/cumulative", "matrix/sequential"]
+    assert preset_options("experiment/matrix/defense") == ["bkaa", "bt_privacy", "js_reduce", "l_diversity", "t_closeness"]
     assert preset_options("experiment/bayframe/estimate") == ["bayframe_1", "bayframe_2", "jsreduce_1", "jsreduce_2"]
     assert preset_options("experiment/js_reduce/method") == METHODS
     assert preset_options("experiment/bcf/method") == ["bcf_r2", "k_anonymized_d2", "k_anonymized_r2"]

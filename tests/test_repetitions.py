@@ -59,7 +59,7 @@ def test_seed_groups_labels_and_the_paired_test():
 def test_report_of_a_seed_sweep_draws_bands_and_writes_tables(cli, mlflow_client):
     cli("-m", *SMALL, "privacy_model=k_anonymity,l_diversity", "seed=range(0,3)", "hydra/launcher=joblib")
     out = cli("report", "--latest", "--metric", "snapshot.gain_rho", "--baseline", "privacy_model=k_anonymity").stdout
-    assert "(also .pdf and .svg" in out and "seeds:" in out
+    assert "(also .pdf and .svg" in out and "table:" in out and "seeds_snapshot.gain_rho.csv/.md/.tex" in out
     (folder,) = (cli.cwd / "outputs" / "reports").iterdir()
     for name in ("snapshot.gain_rho.png", "snapshot.gain_rho.pdf", "snapshot.gain_rho.svg", "snapshot.gain_rho.csv",
                  "seeds_snapshot.gain_rho.csv", "seeds_snapshot.gain_rho.md", "seeds_snapshot.gain_rho.tex"):
