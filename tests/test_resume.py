@@ -102,7 +102,7 @@ def test_a_sweep_killed_with_sigkill_is_resumed_by_the_next_launch(faulty, mlflo
     assert ran == sorted(set(map(str, range(1, 7))) - set(finished_before))
     assert sorted(t for t, s in again.items() if s == "SKIPPED") == finished_before
     everything = runs(c)
-    assert all(r.info.status in ("FINISHED", "FAILED", "KILLED") for r in everything)
+    assert all(r.info.status in ("FINISHED", "FAILED", "KILLED") for r in everything), [(r.info.run_name, r.info.status, r.data.tags.get("cdpbench.kind")) for r in everything]
     old, new = sorted((r for r in everything if r.data.tags.get("cdpbench.kind") == "sweep"), key=lambda r: r.info.start_time)
     assert old.info.status == "KILLED" and new.info.status == "FINISHED"
     old_kids = [r for r in everything if r.data.tags.get("mlflow.parentRunId") == old.info.run_id]
@@ -114,3 +114,35 @@ def test_a_sweep_killed_with_sigkill_is_resumed_by_the_next_launch(faulty, mlflo
     third = faulty(*args)  # a second identical launch runs nothing
     assert "sweep: 6 jobs FINISHED, 0 run" in third.stderr
     assert set(records(sweep_folders(faulty.cwd)[2]).values()) == {"SKIPPED"}
+
+
+def test_reaping_deletes_a_half_written_run_and_records_its_job_again(tmp_path, mlflow_client):
+    """The window a SIGKILL can hit: the recorder had created a job's run (RUNNING) but not finished
+    writing it. The next launch deletes that partial copy and writes the job from its record."""
+    import socket
+
+    from cdpbench import tracking
+    from cdpbench.record import FINISHED, RUNNING, RunRecord
+    from cdpbench.recorder import RECORDER_TAG, reap_orphans
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that is no recorder any more
+    c = tracking.client(f"sqlite:///{tmp_path / 'm.db'}")
+    exp = tracking.experiment_id(c, "x", tmp_path)
+    folder = tmp_path / "sweep"
+    parent = c.create_run(exp, tags={"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder),
+                                     RECORDER_TAG: f"{socket.gethostname()}:{dead.pid}"}).info.run_id
+    half = c.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id  # killed while writing
+    done = RunRecord("done", {"cdpbench.kind": "job"}, {"seed": "0"}, job=0)
+    done.add_metrics(1, {"gcp": 0.5})
+    done.end(FINISHED)
+    done.write(folder / "0")
+    RunRecord("open", {"cdpbench.kind": "job"}, {"seed": "1"}, job=1).write(folder / "1")  # never ended
+    assert reap_orphans(c, exp, None) == [parent]
+    assert c.get_run(half).info.lifecycle_stage == "deleted"
+    kids = {r.info.run_name: r for r in c.search_runs([exp], f"tags.mlflow.parentRunId = '{parent}'")}
+    assert sorted(kids) == ["done", "open"]
+    assert kids["done"].info.status == FINISHED and kids["done"].data.metrics == {"gcp": 0.5}
+    assert kids["open"].info.status == "KILLED" and kids["open"].info.status != RUNNING
+    assert c.get_run(parent).info.status == "KILLED"
+    assert reap_orphans(c, exp, None) == []  # nothing left to reap

@@ -243,7 +243,7 @@ class SweepProgress:
         for p, r in failed.items():
             if p not in self.reported:
                 self.reported.add(p)
-                self.bar.write(_failure_line(r.job, r.name, r.error or r.status), file=self.bar.fp)
+                self.bar.write(_job_line(r.job, r.name, r.error or r.status), file=self.bar.fp)
         state = [f"{len(records) - len(done)} running"] + ([f"{skipped} skipped"] if skipped else []) + (
             [f"{len(failed)} failed"] if failed else [])
         self.bar.set_postfix_str(", ".join(state), refresh=False)
@@ -261,13 +261,9 @@ class SweepProgress:
             self.bar.close()
 
 
-def _failure_line(job: int | None, name: str, reason: str) -> str:
+def _job_line(job: int | None, name: str, reason: str) -> str:
     where = f"job {int(job) + 1}" if job is not None else "job"
     return f"  {where} ({name}): {reason}"
-
-
-def _job_name(r: dict) -> str:
-    return (f"job {int(r['job']) + 1}" if r.get("job") is not None else "job") + f" ({r['name']})"
 
 
 def run_hydra(argv: list[str]) -> int:
@@ -402,7 +398,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     parent = summary.get("parent_run_id")
     where = f"MLflow parent run {parent}" if parent else f"records in {folder}, not in MLflow (tracking.enabled=false)"
     if skipped:
-        lines = [f"  {_job_name(r)}: skipped, FINISHED as MLflow run {r['run_id']}" for r in skipped]
+        lines = [_job_line(r["job"], r["name"], f"skipped, FINISHED as MLflow run {r['run_id']}") for r in skipped]
         lines.append(f"sweep: {len(skipped)} skipped, already FINISHED in the experiment ({RERUN_FLAG} runs them again)")
         print("\n".join(lines), file=sys.stderr)
     if not failed and not missing and crash is None:
@@ -410,7 +406,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
         return 0
     marked = f"MLflow parent run {parent} marked FAILED" if parent else where
     lines = [f"error: {len(failed) + missing} of {total} jobs failed; {marked}"]
-    lines += [_failure_line(r["job"], r["name"], r["error"] or r["status"]) for r in failed]
+    lines += [_job_line(r["job"], r["name"], r["error"] or r["status"]) for r in failed]
     if missing:
         lines.append(f"  {missing} job(s) never started")
     if crash is not None:

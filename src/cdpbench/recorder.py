@@ -19,7 +19,8 @@ It ignores Ctrl-C (the launching process tells it to finish), so nothing is left
 Only SIGKILL (of the recorder itself, e.g. of the sweep's whole process group) can leave a
 parent run ``RUNNING``; each parent names its recorder (``cdpbench.recorder``: host and pid), and
 the next sweep launched on that host in the experiment finds such orphans (their recorder is
-gone): it records the jobs their records say ended, marks the others and the parent ``KILLED``.
+gone): it deletes a run the recorder was killed while writing, records every job whose record is
+not in MLflow (those that ended as they ended), marks the others and the parent ``KILLED``.
 
 A resumed sweep (the default for sweeps, not with ``--rerun``): once the store is open the
 recorder writes :data:`~cdpbench.tracking.FINISHED_FILE` in the sweep folder, the config hash
@@ -142,6 +143,11 @@ def reap_orphans(c, experiment_id: str, commit: str | None) -> list[str]:
         who, _, pid = p.data.tags.get(RECORDER_TAG, "").rpartition(":")
         if who != host or not pid.isdigit() or _recorder_alive(int(pid)):
             continue
+        # the recorder only creates a run for a record that has ended, so a RUNNING child is one it
+        # was killed while writing: a partial copy, deleted; its record is written again below
+        for half in c.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{p.info.run_id}' and "
+                                  "attributes.status = 'RUNNING'", max_results=1000):
+            c.delete_run(half.info.run_id)
         folder = Path(p.data.tags.get("cdpbench.sweep_dir", ""))
         records = statuses(folder) if folder.is_dir() else {}
         for path, rec in records.items():

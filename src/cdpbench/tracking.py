@@ -117,12 +117,12 @@ def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = Fals
     """The sweep folder's :data:`SWEEP_FILE` (job count, varying override keys, preset, whether
     the launching process draws the sweep's progress line, whether jobs already FINISHED in the
     experiment are skipped), for the jobs to read wherever they run."""
-    sweep_dir = root / plan.output_dir
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    folder = root / plan.output_dir
+    folder.mkdir(parents=True, exist_ok=True)
     info = {"jobs": len(plan.jobs), "varying": plan.varying, "preset": plan.preset, "sweep_progress": sweep_progress,
             "resume": resume}
-    (sweep_dir / SWEEP_FILE).write_text(json.dumps(info, indent=1))
-    return sweep_dir
+    (folder / SWEEP_FILE).write_text(json.dumps(info, indent=1))
+    return folder
 
 
 def sweep_dir() -> Path | None:
@@ -162,16 +162,8 @@ def wait_finished(folder: Path, timeout: float = 120.0) -> dict[str, str] | None
 
 def sweep_info() -> dict[str, Any]:
     """What the launching process left for this job in the sweep folder ({} outside a sweep)."""
+    folder = sweep_dir()
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        hc = HydraConfig.get()
-        if hc.mode != RunMode.MULTIRUN:
-            return {}
-        f = Path(hc.runtime.cwd) / hc.sweep.dir / SWEEP_FILE
-        if f.exists():
-            return json.loads(f.read_text())
-    except Exception:
-        pass
-    return {}
+        return json.loads((folder / SWEEP_FILE).read_text()) if folder is not None else {}
+    except (OSError, ValueError):
+        return {}

@@ -162,5 +162,4 @@ class Permanent(Estimator):
     Params = PermanentParams
 
     def posterior(self, weights, sensitive, segment, n_groups, n_values):
-        post, self.approximated = permanent_posterior(weights, sensitive, segment, n_groups, n_values, self.params)
-        return post
+        return permanent_posterior(weights, sensitive, segment, n_groups, n_values, self.params)[0]

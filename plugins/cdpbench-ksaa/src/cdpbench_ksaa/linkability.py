@@ -146,7 +146,9 @@ def _twin_group_of(nodes: Nodes, twin: np.ndarray, twins: Nodes) -> np.ndarray:
 
 def _linked_masks(graph: LinkageGraph, group_then: np.ndarray, group_now: np.ndarray, words: int) -> np.ndarray:
     """``uint64 [pairs, words]``: for pairs (group of the earlier view, group of the latest view),
-    the values of the latest group that some record of the earlier group has a kept link to."""
+    the values some record of the earlier group has a kept link to a record of that value in the
+    latest group (every such value is in the latest group: the caller's mask of its values need
+    not be applied again)."""
     ta, tb = graph.twins_a, graph.twins_b
     e = np.flatnonzero(graph.ckept)
     ca, cb = graph.cedge_a[e], graph.cedge_b[e]
@@ -158,14 +160,14 @@ def _linked_masks(graph: LinkageGraph, group_then: np.ndarray, group_now: np.nda
         key = ta.group[ca] * n_tb + tb.group[cb]
         want = tga[group_then] * n_tb + tgb[group_now]
         reach = _or_by_key(key, bit_word, bit, want, words)
-        return reach & _value_masks(graph.a, words)[group_then] & _value_masks(graph.b, words)[group_now]
+        return reach & _value_masks(graph.a, words)[group_then]
     key = ca * n_tb + tb.group[cb]  # (twin node of a, twin group of b) -> values of b reached
     ptr = graph.a.ptr
     rep, ya = segments(ptr[group_then], ptr[group_then + 1] - ptr[group_then])
     reach = _or_by_key(key, bit_word, bit, graph.twin_a[ya] * n_tb + tgb[group_now][rep], words)
     out = np.zeros((len(group_then), words), dtype=np.uint64)
     np.bitwise_or.at(out, rep, reach)
-    return out & _value_masks(graph.b, words)[group_now]
+    return out
 
 
 def _or_by_key(key: np.ndarray, word: np.ndarray, bit: np.ndarray, want: np.ndarray, words: int) -> np.ndarray:
