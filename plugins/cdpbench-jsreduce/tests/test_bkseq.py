@@ -442,3 +442,21 @@ def test_corpus_shape_codes_and_seed(dataset):
     assert ((a >= 0).any(axis=1)).all()  # every individual has a tuple
     np.testing.assert_array_equal(a, dataset.model.corpus(6, 500, 3))
     assert not np.array_equal(a[:300], dataset.model.corpus(6, 500, 4)[:300])
+
+
+def test_calibration_is_remembered_across_processes_as_the_same_float(tmp_path, monkeypatch):
+    import cdpbench_jsreduce.bkseq as bkseq
+
+    monkeypatch.setenv("CDPBENCH_CACHE_DIR", str(tmp_path))
+    args = (1.0, 0.5, 24, 16_160 / 5_000)
+    exact = bkseq.calibrate_discharge(*args)
+    assert bkseq.cached_discharge(*args) == exact  # computed and stored
+    assert len(list(tmp_path.rglob("*.json"))) == 1
+
+    def refuse(*a):
+        raise AssertionError("calibrated again although remembered")
+
+    monkeypatch.setattr(bkseq, "calibrate_discharge", refuse)
+    assert bkseq.cached_discharge(*args) == exact  # read back, bit for bit
+    with pytest.raises(AssertionError):
+        bkseq.cached_discharge(1.0, 0.6, 24, 16_160 / 5_000)  # another key is not found

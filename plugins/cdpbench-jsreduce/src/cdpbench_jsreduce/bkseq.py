@@ -714,8 +714,29 @@ def build_model(
     """The model whose discharge probability gives ``individuals_per_tuple`` expected individuals
     per expected view tuple over ``calibration_views`` views, with marginals pooled over
     ``horizon`` views (cached: a model is immutable and deterministic in its arguments)."""
-    discharge = calibrate_discharge(momentum, presence, calibration_views, individuals_per_tuple)
+    discharge = cached_discharge(momentum, presence, calibration_views, individuals_per_tuple)
     return BKseqModel(discharge, momentum, presence, horizon)
+
+
+def cached_discharge(momentum: float, presence: float, views: int, target: float) -> float:
+    """:func:`calibrate_discharge`, remembered across processes (``cdpbench.disk_cache``): the
+    root takes about 1 s (16 evaluations of the expected counts), which every job of a sweep and
+    every single run would pay again. The entry is keyed by the arguments and fingerprinted by
+    this module's source and the numpy/scipy versions, so it is the very float the calibration
+    gives here; a :class:`CalibrationError` is not remembered."""
+    import scipy
+
+    from cdpbench.disk_cache import file_fingerprint, memo
+
+    key = {"momentum": float(momentum), "presence": float(presence), "views": int(views), "target": float(target)}
+    fingerprint = file_fingerprint(__file__, extra=f"numpy {np.__version__} scipy {scipy.__version__}")
+    return memo(
+        "bkseq-discharge",
+        key,
+        lambda: calibrate_discharge(momentum, presence, views, target),
+        fingerprint=fingerprint,
+        valid=lambda v: isinstance(v, float) and 0.0 <= v < 1.0,
+    )
 
 
 # ---------------------------------------------------------------------------- the data set
