@@ -141,3 +141,28 @@ def test_bcf_presets_use_the_papers_setup():
     assert bcf.anonymizer.k == bcf.privacy_model.k == bcf.attacker.k == 120
     d2 = compose_preset("bcf/fig2", "+experiment/bcf/method=k_anonymized_d2")
     assert (d2.dataset.name, d2.anonymizer.name, d2.attacker.name) == ("adult_increments", "tds", "none")
+
+
+def test_presets_are_parsed_once_until_a_file_changes(tmp_path, monkeypatch):
+    """A sweep checks its +experiment override once per job: the presets are parsed once per
+    process, and a preset added or edited is seen at once."""
+    import cdpbench.experiments_cmd as ec
+
+    (tmp_path / "group").mkdir()
+    (tmp_path / "a.yaml").write_text("# @package _global_\ndefaults:\n  - /experiment/group: x\n")
+    (tmp_path / "group" / "x.yaml").write_text("# @package _global_\nseed: 1\n")
+    monkeypatch.setattr(ec, "experiments_dir", lambda: tmp_path)
+    parsed = []
+    real = ec._scan
+    monkeypatch.setattr(ec, "_scan", lambda folder: parsed.append(folder) or real(folder))
+    ec._parsed_presets.cache_clear()
+    assert ec.preset_names() == ["a"]
+    assert ec.preset_options("+experiment/group") == ["x"]
+    assert ec.preset_names() == ["a"]
+    assert len(parsed) == 1
+    (tmp_path / "b.yaml").write_text("# @package _global_\nseed: 2\n")
+    assert ec.preset_names() == ["a", "b"]
+    (tmp_path / "group" / "y.yaml").write_text("# @package _global_\nseed: 3\n")
+    assert ec.preset_options("experiment/group") == ["x", "y"]
+    assert len(parsed) == 3
+    ec._parsed_presets.cache_clear()
