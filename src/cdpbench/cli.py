@@ -26,9 +26,19 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+#: The thread-count variables of the BLAS/OpenMP libraries numpy and scipy may load.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+# One BLAS thread per process unless the user set any of these: the lab's matrix products are
+# small, and its processes already run side by side (jobs of a sweep, the recorder), so more
+# threads only oversubscribe the cores. Set before numpy is first imported; every job process
+# (joblib, Ray and submitit workers) inherits it.
+if not any(os.environ.get(_var) for _var in BLAS_THREAD_VARS):
+    os.environ.update(dict.fromkeys(BLAS_THREAD_VARS, "1"))
 
-from .errors import CdpbenchError, ConfigError
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from .errors import CdpbenchError, ConfigError  # noqa: E402
 
 log = logging.getLogger("cdpbench")
 PLUGIN_KINDS = ("dataset", "anonymizer", "privacy_model", "knowledge", "estimator", "attacker")
