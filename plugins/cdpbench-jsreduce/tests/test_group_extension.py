@@ -166,21 +166,28 @@ def contexts(release, prior, params):
     st.sampled_from([1, 8]),
     st.sampled_from(["suppress", "merge"]),
     st.booleans(),
+    st.booleans(),
 )
-def test_fast_paths_equal_accepts_on_random_beliefs(case, max_group, window, leftovers, prefixes):
-    """Both fast paths, or the merge alone (an extension without prefix judgments)."""
+def test_fast_paths_equal_accepts_on_random_beliefs(case, max_group, window, leftovers, prefixes, nearest_first):
+    """Both fast paths, or the merge alone (an extension without prefix judgments); the merge
+    judging all groups at once or, as for large releases, nearest first in blocks."""
     release, prior, params = case
     ctx = contexts(release, prior, params)
     extension = ctx.extension(release)
     assert extension is not None and _prefix_judge(extension) is not None
     order, accepts = hilbert_order(release), ctx.predicate(release)
     opts = {"window": window, "leftovers": leftovers, "max_group": max_group}
-    if prefixes:
-        same_partition(order, accepts, extension, **opts)
-    elif leftovers == "merge":  # an extension without prefix judgments only merges (the scan asks accepts)
-        old, _ = greedy_partition(order, accepts, **opts)
-        new, _ = greedy_partition(order, accepts, extension=without_prefixes(extension), **opts)
-        np.testing.assert_array_equal(new, old)
+    threshold = js_reduce._NEAREST_FIRST_FROM
+    js_reduce._NEAREST_FIRST_FROM = 0 if nearest_first else threshold
+    try:
+        if prefixes:
+            same_partition(order, accepts, extension, **opts)
+        elif leftovers == "merge":  # an extension without prefix judgments only merges (the scan asks accepts)
+            old, _ = greedy_partition(order, accepts, **opts)
+            new, _ = greedy_partition(order, accepts, extension=without_prefixes(extension), **opts)
+            np.testing.assert_array_equal(new, old)
+    finally:
+        js_reduce._NEAREST_FIRST_FROM = threshold
 
 
 @settings(max_examples=150, deadline=None)
@@ -249,3 +256,65 @@ def test_extension_is_offered_only_by_models_that_have_one():
 
     ctx = PublishContext(Judging(), mctx, History(), np.random.default_rng(0), prior)
     assert ctx.extension(release)(np.arange(6), np.repeat(np.arange(3), 2), 3) is None
+
+
+# ---------------------------------------------------------------------------- nearest-first blocks
+class Table(GroupExtension):
+    """A fixed acceptance table ``ok[row, group]`` that records which groups were asked."""
+
+    def __init__(self, ok):
+        self.ok, self.asked = ok, []
+
+    def accepts_plus(self, row):
+        return self.ok[row]
+
+    def accepts_plus_among(self, row, groups):
+        self.asked.append(np.asarray(groups).copy())
+        return self.ok[row, groups]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.sampled_from([0.0, 0.01, 0.2, 0.9]), st.sampled_from([3, 20, 1000]))
+def test_nearest_first_blocks_pick_the_nearest_accepted_group_later_on_ties(seed, G, p, spread):
+    """``_nearest_accepted`` (the merge of a large release) follows the rule of the all-groups
+    path — the accepted group at the least distance, the later group on ties; -1 when none
+    accepts — on random distances full of ties, judges every group at most once, and stops at the
+    first block holding an accepted group."""
+    rng = np.random.default_rng(seed)
+    distance = rng.integers(0, spread, G)
+    ok = rng.random((1, G)) < p
+    ext = Table(ok)
+    stats = {"accepts_calls": 0}
+    got = js_reduce._nearest_accepted(0, distance, ext, stats)
+    asked = np.concatenate(ext.asked) if ext.asked else np.zeros(0, dtype=int)
+    accepted = np.flatnonzero(ok[0])
+    if len(accepted) == 0:
+        assert got == -1
+        assert sorted(asked.tolist()) == list(range(G))  # every group asked
+    else:
+        near = accepted[distance[accepted] == distance[accepted].min()]
+        assert got == near.max()
+        assert got in ext.asked[-1] and not ok[0, np.concatenate(ext.asked[:-1] or [np.zeros(0, dtype=int)])].any()
+    assert len(asked) == len(set(asked.tolist())), "a group judged twice"
+    assert stats["accepts_calls"] == len(ext.asked)
+
+
+def test_the_extension_judges_a_few_groups_as_it_judges_all():
+    """``accepts_plus_among`` of the JS-reduce and t-closeness extensions equals ``accepts_plus``
+    picked at those groups, bit for bit, on a bkseq-like view with its groups."""
+    import sys
+
+    sys.path.insert(0, str(CONF.parent))
+    from benchmarks.bench_js_reduce import bkseq_like_view
+
+    release, prior = bkseq_like_view(np.random.default_rng(7), n=3000)
+    ctx = contexts(release, prior, {"k": 3, "t": 0.5, "j": 0.6})
+    rng = np.random.default_rng(1)
+    members = rng.permutation(3000)[:2400]
+    segment = np.sort(rng.integers(0, 300, 2400))
+    ext = ctx.extension(release)(members, segment, 300)
+    for row in rng.integers(0, 3000, 50):
+        groups = rng.choice(300, size=int(rng.integers(1, 40)), replace=False)
+        np.testing.assert_array_equal(ext.accepts_plus_among(int(row), groups), np.asarray(ext.accepts_plus(int(row)))[groups])
+        np.testing.assert_array_equal(ext.closeness.accepts_plus_among(int(row), groups), np.asarray(ext.closeness.accepts_plus(int(row)))[groups])
+        ext.add(int(rng.integers(0, 300)), int(row))

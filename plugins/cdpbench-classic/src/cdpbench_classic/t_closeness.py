@@ -167,6 +167,9 @@ class ClosenessExtension(GroupExtension):
     def accepts_plus(self, row: int) -> np.ndarray:
         return self.table[:, self.sensitive[row]]
 
+    def accepts_plus_among(self, row: int, groups: np.ndarray) -> np.ndarray:
+        return self.table[np.asarray(groups, dtype=np.int64), self.sensitive[row]]
+
     def add(self, g: int, row: int) -> None:
         self.counts[g, self.sensitive[row]] += 1
         self.table[g] = self._judge(self.counts[g][None, :] + self._unit)

@@ -186,6 +186,18 @@ class JSExtension(GroupExtension):
         ok = self.large_plus & np.asarray(self.closeness.accepts_plus(row), dtype=bool)
         return ok & (js <= self.j + _TOL)
 
+    def accepts_plus_among(self, row: int, groups: np.ndarray) -> np.ndarray:
+        """``accepts_plus(row)[groups]`` with only those groups judged: every quantity is a row of
+        its own (the mean row, its entropy, the group's size and t-closeness entry), so the floats
+        are the ones ``accepts_plus`` computes."""
+        groups = np.asarray(groups, dtype=np.int64)
+        per = self.per_plus[groups]
+        mean = (self.mass[groups] + self.p[row]) / per[:, None]
+        mean_entropy = (self.entropy[groups] + self.h[row]) / per
+        js = np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
+        ok = self.large_plus[groups] & np.asarray(self.closeness.accepts_plus_among(row, groups), dtype=bool)
+        return ok & (js <= self.j + _TOL)
+
     def add(self, g: int, row: int) -> None:
         self.size[g] += 1
         self.per_plus[g] = float(self.size[g] + 1)
