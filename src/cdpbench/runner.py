@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from .data import History
 from .datasets.validate import validated
-from .errors import ConfigError
+from .errors import CdpbenchError, ConfigError
 from .plugin import (
     AttackContext,
     Attacker,
@@ -156,13 +156,14 @@ def run_releases(
         t0 = time.perf_counter()
         row: dict[str, float] = {"violations": float(report.violations), "satisfied": float(report.satisfied)}
         row.update({f"level.{k}": float(v) for k, v in report.levels.items()})
+        source = dict.fromkeys(row, f"privacy model {comp.names.get('privacy_model')!r}")
         mctx = MetricContext(release, publication, attacks, report, metric_rng, timings, history)
         for name, metric in comp.metrics.items():
             for key, value in metric.compute(mctx).items():
-                row[key] = float(value)
+                _put(row, source, key, value, f"metric {name!r}")
         for label, result in attacks.items():
             for key, value in result.extra.items():
-                row[f"{label}.{key}"] = float(value)
+                _put(row, source, f"{label}.{key}", value, f"attacker {label!r} (its extra {key!r})")
         timings["time_metrics"] = time.perf_counter() - t0
         row.update(timings)
         row["time_total"] = sum(timings.values())
@@ -175,6 +176,16 @@ def run_releases(
     if not rows:
         raise ConfigError("dataset produced no releases; check dataset.releases")
     return pd.DataFrame(rows, index=pd.RangeIndex(1, len(rows) + 1, name="release"))
+
+
+def _put(row: dict[str, float], source: dict[str, str], key: str, value, who: str) -> None:
+    """``row[key] = float(value)``, refusing a key another producer already wrote: two metrics of
+    one name would otherwise overwrite each other silently."""
+    if key in row or key.startswith("time_"):
+        first = source.get(key, "the release loop's timings")
+        raise CdpbenchError(f"metric {key!r} is reported by {first} and by {who}; rename one of them")
+    row[key] = float(value)
+    source[key] = who
 
 
 def defender_posterior(comp: Components, release, publication, prior: np.ndarray | None) -> np.ndarray | None:
