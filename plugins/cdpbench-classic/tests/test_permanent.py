@@ -84,3 +84,48 @@ def test_registered_and_validated():
     assert est.params.max_states == 100
     with pytest.raises(ConfigError, match="max_states"):
         default_registry().create("estimator", "permanent", {"max_states": 0})
+
+
+def test_groups_of_one_shape_are_solved_together_as_each_alone(monkeypatch):
+    """Groups of the same size and value counts go through one batched programme (chunked when
+    large); each group's posterior is bit for bit what it gets alone, equals brute force, and a
+    group with no positive-weight assignment in the batch falls back to its frequencies."""
+    import cdpbench_classic.permanent as perm
+
+    rng = np.random.default_rng(11)
+    m, G = 4, 40
+    shape = np.array([0, 0, 1, 2, 3, 3])  # n = 6: counts (2, 1, 1, 2), or (4, 1, 1) taken mod 3 (two shapes)
+    segment = np.repeat(np.arange(G), len(shape))
+    sens = np.concatenate([rng.permutation(shape if g % 2 else shape % 3) for g in range(G)])
+    w = rng.random((len(segment), m)) ** 2
+    w[segment == 5] = np.array([0.0, 1.0, 1.0, 1.0])  # value 0 ruled out for the whole group 5: perm(W) = 0
+    monkeypatch.setattr(perm, "_BATCH_CELLS", 7 * 3 * 2 * 4 * 5)  # a few groups per chunk
+    post, _ = perm.permanent_posterior(w, sens, segment, G, m)
+    for g in range(G):
+        rows = np.flatnonzero(segment == g)
+        alone, _ = perm.permanent_posterior(w[rows], sens[rows], np.zeros(len(rows), dtype=np.int64), 1, m)
+        np.testing.assert_array_equal(post[rows], alone)  # the same bits, whatever shares the batch
+        want = brute_force(w[rows], sens[rows])
+        if want is None:
+            assert g == 5
+            want = np.bincount(sens[rows], minlength=m)[None, :].repeat(len(rows), 0) / len(rows)
+        assert post[rows] == pytest.approx(want, abs=1e-12)
+
+
+def test_a_groups_bits_do_not_depend_on_the_groups_batched_with_it(monkeypatch):
+    """Larger groups (counts 3, 3, 3, 1: 128 states, levels wider than numpy's pairwise-sum
+    block), batched by twos, fives and all at once: every group's posterior is the same bits."""
+    import cdpbench_classic.permanent as perm
+
+    rng = np.random.default_rng(12)
+    m, G = 4, 12
+    shape = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 3])
+    segment = np.repeat(np.arange(G), len(shape))
+    sens = np.concatenate([rng.permutation(shape) for _ in range(G)])
+    w = rng.dirichlet(np.ones(m), size=len(segment))
+    results = []
+    for per_batch in (1, 2, 5, G):
+        monkeypatch.setattr(perm, "_BATCH_CELLS", per_batch * 11 * 128)
+        results.append(perm.permanent_posterior(w, sens, segment, G, m)[0])
+    for other in results[1:]:
+        np.testing.assert_array_equal(other, results[0])

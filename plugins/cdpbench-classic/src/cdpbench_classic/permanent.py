@@ -56,7 +56,19 @@ class PermanentParams:
 def exact_group(w: np.ndarray, m: np.ndarray) -> np.ndarray | None:
     """``[n, k]`` P(respondent i gets value s) for one group: priors ``w`` (``[n, k]``, the group's
     values only) and value counts ``m`` (``[k]``, summing to n). None when perm(W) = 0."""
-    n, k = w.shape
+    post, ok = exact_groups(np.asarray(w, dtype=float)[None], m)
+    return post[0] if ok[0] else None
+
+
+def exact_groups(w: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`exact_group` of ``B`` groups of one shape at once: priors ``w`` ``[B, n, k]`` and the
+    value counts ``m`` ``[k]`` they share. Returns the ``[B, n, k]`` posteriors and ``[B]`` bool,
+    False where perm(W) = 0 (that group's rows are then meaningless). Every group's floats are
+    the ones a batch of one gives, whatever the other groups: the same products and divisions,
+    and sums taken in index order (:func:`_sums`; numpy's ``sum`` would pick its summation
+    order by the batch's shape)."""
+    B, n, k = w.shape
+    m = np.asarray(m, dtype=np.int64)
     radix = m + 1
     stride = np.concatenate([[1], np.cumprod(radix)[:-1]]).astype(np.int64)
     S = int(np.prod(radix))
@@ -68,29 +80,39 @@ def exact_group(w: np.ndarray, m: np.ndarray) -> np.ndarray | None:
         src = src[np.argsort(level[src], kind="stable")]
         cut = np.searchsorted(level[src], np.arange(n + 1))
         moves.append(([src[cut[t]:cut[t + 1]] for t in range(n)], stride[s]))
-    F = np.zeros((n + 1, S))
-    F[0, 0] = 1.0
+    ok = np.ones(B, dtype=bool)
+    F = np.zeros((B, n + 1, S))
+    F[:, 0, 0] = 1.0
     for t in range(n):
         for s, (by_level, step) in enumerate(moves):
             src = by_level[t]
-            F[t + 1, src + step] += F[t, src] * w[t, s]
-        total = F[t + 1].sum()
-        if total <= 0:
-            return None
-        F[t + 1] /= total
-    B = np.zeros((n + 1, S))
-    B[n, S - 1] = 1.0  # every value handed out
-    post = np.zeros((n, k))
+            F[:, t + 1, src + step] += F[:, t, src] * w[:, t, s, None]
+        total = _sums(F[:, t + 1])
+        ok &= total > 0
+        F[:, t + 1] /= np.where(total > 0, total, 1.0)[:, None]
+    Bw = np.zeros((B, n + 1, S))
+    Bw[:, n, S - 1] = 1.0  # every value handed out
+    post = np.zeros((B, n, k))
     for t in range(n - 1, -1, -1):
         for s, (by_level, step) in enumerate(moves):
             src = by_level[t]
-            B[t, src] += w[t, s] * B[t + 1, src + step]
-            post[t, s] = w[t, s] * (F[t, src] * B[t + 1, src + step]).sum()
-        B[t] /= max(B[t].max(), 1e-300)
-    rows = post.sum(axis=1, keepdims=True)
-    if np.any(rows <= 0):
-        return None
-    return post / rows
+            Bw[:, t, src] += w[:, t, s, None] * Bw[:, t + 1, src + step]
+            post[:, t, s] = w[:, t, s] * _sums(F[:, t, src] * Bw[:, t + 1, src + step])
+        Bw[:, t] /= np.maximum(Bw[:, t].max(axis=1), 1e-300)[:, None]
+    rows = _sums(post)[..., None]
+    ok &= (rows > 0).all(axis=(1, 2))
+    return post / np.where(rows > 0, rows, 1.0), ok
+
+
+def _sums(x: np.ndarray) -> np.ndarray:
+    """Sums along the last axis, added one term after another in index order (a running sum),
+    so a row's sum does not depend on the array it sits in."""
+    if x.shape[-1] == 0:
+        return np.zeros(x.shape[:-1])
+    return np.cumsum(x, axis=-1)[..., -1]
+
+
+_BATCH_CELLS = 1 << 22  # most floats of one batch's forward table (B x (n + 1) x states): 32 MB
 
 
 def sinkhorn(w: np.ndarray, count: np.ndarray, segment: np.ndarray, n_groups: int, iterations: int, tolerance: float) -> np.ndarray:
@@ -135,16 +157,21 @@ def permanent_posterior(weights, sensitive, segment, n_groups: int, n_values: in
     states = np.prod(np.where(present, counts + 1, 1), axis=1, dtype=float)
     order = np.argsort(segment, kind="stable")
     start = np.searchsorted(segment[order], np.arange(G + 1))
-    big = np.zeros(G, dtype=bool)
-    for g in np.flatnonzero(k > 1):  # one value: the frequencies (1 on it) are exact
-        if states[g] > p.max_states:
-            big[g] = True
-            continue
-        rows = order[start[g]:start[g + 1]]
-        vals = np.flatnonzero(present[g])
-        post = exact_group(w[np.ix_(rows, vals)], counts[g, vals].astype(np.int64))
-        if post is not None:
-            out[np.ix_(rows, vals)] = post  # other values: 0 already (not published in the group)
+    big = (k > 1) & (states > p.max_states)
+    shapes: dict[tuple, list[int]] = {}  # groups of the same size and value counts, in value order
+    for g in np.flatnonzero((k > 1) & ~big).tolist():  # one value: the frequencies (1 on it) are exact
+        shapes.setdefault(tuple(counts[g][present[g]].tolist()), []).append(g)
+    for shape, members in shapes.items():
+        m_shape = np.array(shape, dtype=np.int64)
+        n_g = int(m_shape.sum())
+        per_batch = max(1, _BATCH_CELLS // ((n_g + 1) * int(np.prod(m_shape + 1))))
+        for i in range(0, len(members), per_batch):
+            gs = np.array(members[i : i + per_batch])
+            rows = order[start[gs][:, None] + np.arange(n_g)[None, :]]  # [B, n]
+            vals = np.nonzero(present[gs])[1].reshape(len(gs), len(shape))  # [B, k]: each group's values, in order
+            post, ok = exact_groups(w[rows[:, :, None], vals[:, None, :]], m_shape)
+            # other values: 0 already (not published in the group)
+            out[rows[ok][:, :, None], vals[ok][:, None, :]] = post[ok]
     if big.any():
         rows = np.flatnonzero(big[segment])
         sub = segment[rows]
