@@ -127,6 +127,37 @@ class GroupExtension:
         return None
 
 
+def nearest_accepted(
+    ext: GroupExtension, row: int, distance: np.ndarray, *, block: int, later_on_ties: bool = False, stats: dict | None = None
+) -> int:
+    """The group an anonymizer places leftover ``row`` in: the nearest group (``distance``, one
+    per group) whose running statistics accept it, ties to the lower group index (or the later
+    one, ``later_on_ties``); -1 when none does. The groups are judged nearest first, in blocks
+    (``ext.accepts_plus_among``): the ``block`` nearest remaining groups with every group tied at
+    the block's bound, then four times more each time. Every group of a block comes, in that
+    order, before every group after it, so the first accepted group of the first block holding
+    one is the answer that judging all groups at once and taking the nearest gives. Each block
+    adds one to ``stats["accepts_calls"]``."""
+    distance = np.asarray(distance)
+    remaining = np.arange(len(distance))
+    while len(remaining):
+        if len(remaining) > block:
+            left = distance[remaining]
+            bound = np.partition(left, block - 1)[block - 1]
+            near = left <= bound  # every group at the bound: ties stay together
+            asked, remaining = remaining[near], remaining[~near]
+        else:
+            asked, remaining = remaining, remaining[:0]
+        asked = asked[np.lexsort((-asked if later_on_ties else asked, distance[asked]))]  # nearest first
+        if stats is not None:
+            stats["accepts_calls"] += 1
+        ok = np.asarray(ext.accepts_plus_among(row, asked), dtype=bool)
+        if ok.any():
+            return int(asked[np.argmax(ok)])
+        block *= 4
+    return -1
+
+
 @dataclass
 class AttackContext:
     """What an adversary knows: the population of the release (respondents with their exact QI,

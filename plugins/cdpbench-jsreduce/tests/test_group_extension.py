@@ -259,46 +259,6 @@ def test_extension_is_offered_only_by_models_that_have_one():
 
 
 # ---------------------------------------------------------------------------- nearest-first blocks
-class Table(GroupExtension):
-    """A fixed acceptance table ``ok[row, group]`` that records which groups were asked."""
-
-    def __init__(self, ok):
-        self.ok, self.asked = ok, []
-
-    def accepts_plus(self, row):
-        return self.ok[row]
-
-    def accepts_plus_among(self, row, groups):
-        self.asked.append(np.asarray(groups).copy())
-        return self.ok[row, groups]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.sampled_from([0.0, 0.01, 0.2, 0.9]), st.sampled_from([3, 20, 1000]))
-def test_nearest_first_blocks_pick_the_nearest_accepted_group_later_on_ties(seed, G, p, spread):
-    """``_nearest_accepted`` (the merge of a large release) follows the rule of the all-groups
-    path — the accepted group at the least distance, the later group on ties; -1 when none
-    accepts — on random distances full of ties, judges every group at most once, and stops at the
-    first block holding an accepted group."""
-    rng = np.random.default_rng(seed)
-    distance = rng.integers(0, spread, G)
-    ok = rng.random((1, G)) < p
-    ext = Table(ok)
-    stats = {"accepts_calls": 0}
-    got = js_reduce._nearest_accepted(0, distance, ext, stats)
-    asked = np.concatenate(ext.asked) if ext.asked else np.zeros(0, dtype=int)
-    accepted = np.flatnonzero(ok[0])
-    if len(accepted) == 0:
-        assert got == -1
-        assert sorted(asked.tolist()) == list(range(G))  # every group asked
-    else:
-        near = accepted[distance[accepted] == distance[accepted].min()]
-        assert got == near.max()
-        assert got in ext.asked[-1] and not ok[0, np.concatenate(ext.asked[:-1] or [np.zeros(0, dtype=int)])].any()
-    assert len(asked) == len(set(asked.tolist())), "a group judged twice"
-    assert stats["accepts_calls"] == len(ext.asked)
-
-
 def test_the_extension_judges_a_few_groups_as_it_judges_all():
     """``accepts_plus_among`` of the JS-reduce and t-closeness extensions equals ``accepts_plus``
     picked at those groups, bit for bit, on a bkseq-like view with its groups."""

@@ -55,7 +55,7 @@ import numpy as np
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext
+from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext, nearest_accepted
 
 # accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
 GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
@@ -527,27 +527,8 @@ def _merge_leftovers_extension(
 
 def _nearest_accepted(r: int, centroid: np.ndarray, points: np.ndarray, ext: GroupExtension, stats: dict) -> int:
     """The group whose centroid is nearest to record ``r`` among the groups q with q ∪ {r}
-    accepted, ties to the lowest group index; -1 if none. The groups are judged nearest first, in
-    blocks (``_EXTENSION_BLOCK`` groups, then four times more each time): every group of a block is at
-    least as near as every group after it, so the first accepted group in (distance, index) order
-    is the answer — the group ``argmin`` picks among all accepted ones. Each block counts as one
-    accepts call. Distances are :func:`squared_distances`, row by row (the same floats whatever
-    the rows asked)."""
-    distance = squared_distances(centroid, points[r])
-    remaining = np.arange(len(distance))
-    block = _EXTENSION_BLOCK
-    while len(remaining):
-        if len(remaining) > block:
-            left_distance = distance[remaining]
-            bound = np.partition(left_distance, block - 1)[block - 1]
-            near = left_distance <= bound  # every group at the bound: ties stay together
-            asked, remaining = remaining[near], remaining[~near]
-        else:
-            asked, remaining = remaining, remaining[:0]
-        asked = asked[np.lexsort((asked, distance[asked]))]  # nearest first, then the lower index
-        stats["accepts_calls"] += 1
-        ok = np.asarray(ext.accepts_plus_among(r, asked), dtype=bool)
-        if ok.any():
-            return int(asked[np.argmax(ok)])
-        block *= 4
-    return -1
+    accepted, ties to the lowest group index; -1 if none — the group ``argmin`` picks among all
+    accepted ones, found by judging the groups nearest first in blocks (the core's
+    :func:`~cdpbench.plugin.nearest_accepted`, ``_EXTENSION_BLOCK`` groups first). Distances are
+    :func:`squared_distances`, row by row (the same floats whatever the rows asked)."""
+    return nearest_accepted(ext, r, squared_distances(centroid, points[r]), block=_EXTENSION_BLOCK, stats=stats)

@@ -51,7 +51,7 @@ from hilbertcurve.hilbertcurve import HilbertCurve
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext
+from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext, nearest_accepted
 
 # accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
 GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
@@ -411,7 +411,8 @@ def _merge_leftovers_extension(
         r = int(r)
         q = position[r]
         if blocks:
-            g = _nearest_accepted(r, np.maximum(np.maximum(first - q, q - last), 0), ext, stats)
+            distance = np.maximum(np.maximum(first - q, q - last), 0)
+            g = nearest_accepted(ext, r, distance, block=_NEAREST_BLOCK, later_on_ties=True, stats=stats)
             if g < 0:
                 continue
         else:
@@ -429,33 +430,4 @@ def _merge_leftovers_extension(
 
 
 _NEAREST_FIRST_FROM = 2048  # groups above which the merge judges nearest first (measured: bkseq's few hundred groups are faster all at once)
-_NEAREST_BLOCK = 8  # groups judged first by _nearest_accepted (then 4 times more each time)
-
-
-def _nearest_accepted(r: int, distance: np.ndarray, ext: GroupExtension, stats: dict) -> int:
-    """The group ``_merge_leftovers_extension`` picks for leftover ``r`` — the nearest group (by
-    ``distance``) that accepts it, the later group on ties; -1 if none — judging the groups in
-    blocks of that order (``ext.accepts_plus_among``, which judges only the groups asked: the same
-    answers as ``accepts_plus``). Every group of a block precedes, in (distance, later group first)
-    order, every group after it, so the first accepted group of the first block with one is the
-    answer. Each block counts as one accepts call."""
-    G = len(distance)
-    block = _NEAREST_BLOCK
-    lo_bound = -1  # the groups at distance <= lo_bound have been judged
-    while True:
-        if block < G:
-            bound = np.partition(distance, block - 1)[block - 1]
-            asked = np.flatnonzero((distance <= bound) & (distance > lo_bound))  # whole distances: ties stay together
-        else:
-            bound = distance.max(initial=-1)
-            asked = np.flatnonzero(distance > lo_bound)
-        if len(asked):
-            asked = asked[np.lexsort((-asked, distance[asked]))]  # nearest first, then the later group
-            stats["accepts_calls"] += 1
-            ok = np.asarray(ext.accepts_plus_among(r, asked), dtype=bool)
-            if ok.any():
-                return int(asked[np.argmax(ok)])
-        if block >= G:
-            return -1
-        lo_bound = bound
-        block *= 4
+_NEAREST_BLOCK = 8  # groups judged first (then 4 times more each time)
