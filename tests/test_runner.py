@@ -65,37 +65,33 @@ def test_extra_attackers_are_reported_under_their_label():
     assert "snapshot.gain_rho" in table
 
 
+def attacker_reporting(extra):
+    """The default run's config and components, its one attacker also reporting ``extra``."""
+    cfg = config()
+    comp = runner.build(cfg)
+    (label, attacker), = comp.attackers.items()
+    observe = attacker.observe
+
+    def with_extra(view, ctx):
+        result = observe(view, ctx)
+        result.extra.update(extra)
+        return result
+
+    attacker.observe = with_extra
+    return cfg, comp, label
+
+
 def test_an_attackers_extra_may_not_overwrite_a_metric():
     """Two producers of one metric name are refused, naming both (the loop used to let the
     attacker's number silently replace the belief metric's)."""
     from cdpbench.errors import CdpbenchError
 
-    cfg = config()
-    comp = runner.build(cfg)
-    (label, attacker), = comp.attackers.items()
-    observe = attacker.observe
-
-    def with_extra(view, ctx):
-        result = observe(view, ctx)
-        result.extra["gain_rho"] = 0.5  # the belief metric reports {label}.gain_rho
-        return result
-
-    attacker.observe = with_extra
+    cfg, comp, label = attacker_reporting({"gain_rho": 0.5})  # the belief metric reports {label}.gain_rho
     with pytest.raises(CdpbenchError, match=rf"metric '{label}.gain_rho' is reported by metric '\w+' and by attacker '{label}' \(its extra 'gain_rho'\)"):
         runner.run_releases(cfg, comp, progress=False)
 
 
 def test_an_attackers_own_numbers_are_reported_under_its_label():
-    cfg = config()
-    comp = runner.build(cfg)
-    (label, attacker), = comp.attackers.items()
-    observe = attacker.observe
-
-    def with_extra(view, ctx):
-        result = observe(view, ctx)
-        result.extra["my_count"] = 3
-        return result
-
-    attacker.observe = with_extra
+    cfg, comp, label = attacker_reporting({"my_count": 3})
     table = runner.run_releases(cfg, comp, progress=False)
     assert (table[f"{label}.my_count"] == 3.0).all()
