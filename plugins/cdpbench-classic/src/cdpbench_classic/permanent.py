@@ -53,16 +53,10 @@ class PermanentParams:
         require(isinstance(self.tolerance, (int, float)) and self.tolerance > 0, "tolerance", "a number > 0", self.tolerance)
 
 
-def exact_group(w: np.ndarray, m: np.ndarray) -> np.ndarray | None:
-    """``[n, k]`` P(respondent i gets value s) for one group: priors ``w`` (``[n, k]``, the group's
-    values only) and value counts ``m`` (``[k]``, summing to n). None when perm(W) = 0."""
-    post, ok = exact_groups(np.asarray(w, dtype=float)[None], m)
-    return post[0] if ok[0] else None
-
-
 def exact_groups(w: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`exact_group` of ``B`` groups of one shape at once: priors ``w`` ``[B, n, k]`` and the
-    value counts ``m`` ``[k]`` they share. Returns the ``[B, n, k]`` posteriors and ``[B]`` bool,
+    """P(respondent i gets value s) in ``B`` groups of one shape at once (the exact form of the
+    module docstring): priors ``w`` ``[B, n, k]`` (each group's values only) and the value counts
+    ``m`` ``[k]`` they share, summing to n. Returns the ``[B, n, k]`` posteriors and ``[B]`` bool,
     False where perm(W) = 0 (that group's rows are then meaningless). Every group's floats are
     the ones a batch of one gives, whatever the other groups: the same products and divisions,
     and sums taken in index order (:func:`_sums`; numpy's ``sum`` would pick its summation

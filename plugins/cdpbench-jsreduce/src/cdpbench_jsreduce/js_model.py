@@ -179,23 +179,21 @@ class JSExtension(GroupExtension):
         self.large_plus = self.size + 1 >= self.k
 
     def accepts_plus(self, row: int) -> np.ndarray:
-        per = self.per_plus  # size + 1, as float
-        mean = (self.mass + self.p[row]) / per[:, None]
-        mean_entropy = (self.entropy + self.h[row]) / per
-        js = np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
-        ok = self.large_plus & np.asarray(self.closeness.accepts_plus(row), dtype=bool)
-        return ok & (js <= self.j + _TOL)
+        return self._plus(row, slice(None), self.closeness.accepts_plus(row))
 
     def accepts_plus_among(self, row: int, groups: np.ndarray) -> np.ndarray:
         """``accepts_plus(row)[groups]`` with only those groups judged: every quantity is a row of
         its own (the mean row, its entropy, the group's size and t-closeness entry), so the floats
         are the ones ``accepts_plus`` computes."""
         groups = np.asarray(groups, dtype=np.int64)
-        per = self.per_plus[groups]
-        mean = (self.mass[groups] + self.p[row]) / per[:, None]
-        mean_entropy = (self.entropy[groups] + self.h[row]) / per
+        return self._plus(row, groups, self.closeness.accepts_plus_among(row, groups))
+
+    def _plus(self, row: int, at, closeness: np.ndarray) -> np.ndarray:
+        per = self.per_plus[at]  # size + 1, as float
+        mean = (self.mass[at] + self.p[row]) / per[:, None]
+        mean_entropy = (self.entropy[at] + self.h[row]) / per
         js = np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
-        ok = self.large_plus[groups] & np.asarray(self.closeness.accepts_plus_among(row, groups), dtype=bool)
+        ok = self.large_plus[at] & np.asarray(closeness, dtype=bool)
         return ok & (js <= self.j + _TOL)
 
     def add(self, g: int, row: int) -> None:
