@@ -45,7 +45,7 @@ def bench_preset(method: str) -> None:
     phases = ", ".join(f"{p[5:]} {sum(r[p] for r in rows):.1f} s" for p in PHASES)
     print(f"(a) {method:13s} 20 releases, whole process {whole:5.1f} s (target <= 20 s): {phases}; "
           f"counterfeits {sum(r['counterfeits'] for r in rows):.0f}, delayed/suppressed {sum(r['suppressed'] for r in rows):.0f}, "
-          f"disclosed {sum(r['intersection.disclosed'] for r in rows):.0f}", flush=True)
+          f"certain {sum(r['intersection.certain'] for r in rows):.0f}, disclosed {sum(r['intersection.disclosed'] for r in rows):.0f}", flush=True)
 
 
 def bench_sliced(n: int = 100_000) -> None:

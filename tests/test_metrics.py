@@ -537,9 +537,30 @@ def test_belief_hand_computed(table):
     # risks beyond averages: true-value posteriors .8, .3, 1/3, 1, 0
     assert out["bk.max_confidence"] == 1.0
     assert out["bk.share_over_50"] == pytest.approx(2 / 5) and out["bk.share_over_90"] == pytest.approx(1 / 5)
-    assert out["bk.count_over_99"] == 1
+    # r4's posterior is one-hot on its true value: certain and disclosed; r6's gives hiv 0: ruled out
+    assert (out["bk.certain"], out["bk.disclosed"], out["bk.true_value_ruled_out"]) == (1, 1, 1)
+    assert out["bk.certain_share"] == out["bk.disclosed_share"] == pytest.approx(1 / 5)
     assert set(out) == {f"bk.{k}" for k in ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence",
-                                              "share_over_50", "share_over_90", "count_over_99")}  # no posterior, no keys
+                                              "share_over_50", "share_over_90", "certain", "certain_share",
+                                              "disclosed", "disclosed_share", "true_value_ruled_out")}  # no posterior, no keys
+
+
+def test_certain_counts_wrong_inferences_disclosed_only_right_ones(table):
+    """An adversary left with one value is certain; she has disclosed the record only when that
+    value is the true one (trust issue). True values: 1 flu, 2 hiv, 3 flu, 4 cancer, 6 hiv; the
+    value order is (flu, hiv, cancer)."""
+    pub = Publication.from_partition(table, np.array(AB))
+    attack = posterior_for(
+        [1, 2, 3, 4, 6],
+        [[0, 0, 1],  # one value left, not flu: certain, wrong, truth ruled out
+         [0.005, 0.995, 0],  # >= 0.99 on hiv, the true value: certain and disclosed
+         [0.985, 0.015, 0],  # below 0.99: neither
+         [0.995, 0.005, 0],  # certain of flu, but 4 has cancer: certain, wrong, truth ruled out
+         [0, 1, 0]],  # one-hot on hiv, true: disclosed
+    )
+    out = BeliefMetrics().compute(ctx_of(table, pub, {"bk": attack}))
+    assert (out["bk.certain"], out["bk.disclosed"], out["bk.true_value_ruled_out"]) == (4, 2, 2)
+    assert out["bk.certain_share"] == pytest.approx(4 / 5) and out["bk.disclosed_share"] == pytest.approx(2 / 5)
 
 
 def test_belief_over_records_whose_value_was_not_given(table):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from cdpbench.data import Publication, Release
-from cdpbench.plugin import AttackContext
+from cdpbench.metrics.belief import BeliefMetrics
+from cdpbench.plugin import AttackContext, MetricContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
 from cdpbench_invariance.intersection import IntersectionAttacker
@@ -15,25 +16,33 @@ D = {d: i for i, d in enumerate(DISEASES)}
 SCHEMA = Schema((NumericQI("age", 0, 100),), Sensitive("disease", DISEASES))
 
 
-def view_of(t, buckets):
-    """A publication of ``buckets`` = [[(respondent, disease), ...], ...] and its public view."""
+def publish(t, buckets):
+    """The release and publication of ``buckets`` = [[(respondent, true disease), ...], ...]."""
     rows = [(r, d, b) for b, bucket in enumerate(buckets) for r, d in bucket]
     ids = np.array([r for r, _, _ in rows])
     order = np.argsort(ids, kind="stable")
     release = Release(t, SCHEMA, ids[order], np.full((len(rows), 1), 40.0),
                       np.array([D[d] for _, d, _ in rows])[order])
     group = np.array([b for _, _, b in rows])[order]
-    return release, Publication.from_partition(release, group).public()
+    return release, Publication.from_partition(release, group)
+
+
+def attack_and_measure(tables):
+    """Per release: the attack's result and the core's belief metrics of it (key without label)."""
+    attacker = IntersectionAttacker()
+    views, out = [], []
+    for t, buckets in enumerate(tables, start=1):
+        release, pub = publish(t, buckets)
+        view = pub.public()
+        views.append(view)
+        result = attacker.observe(view, AttackContext(release, views, np.random.default_rng(0)))
+        metrics = BeliefMetrics().compute(MetricContext(release, pub, {"c": result}, None, np.random.default_rng(0)))
+        out.append((result, {k.removeprefix("c."): v for k, v in metrics.items()}))
+    return out
 
 
 def attack(tables):
-    attacker = IntersectionAttacker()
-    views, results = [], []
-    for t, buckets in enumerate(tables, start=1):
-        release, view = view_of(t, buckets)
-        views.append(view)
-        results.append(attacker.observe(view, AttackContext(release, views, np.random.default_rng(0))))
-    return results
+    return [result for result, _ in attack_and_measure(tables)]
 
 
 def belief(result, respondent):
@@ -64,30 +73,51 @@ TAU_SAFE = [
 
 
 def test_tau_safe_releases_disclose_p3_by_intersecting_t1_and_t3():
-    r1, r2, r3 = attack(TAU_SAFE)
-    assert belief(r3, P["p3"])["SSM-pos"] == 1.0  # T1 ∩ T3 = {SSM-pos}: disclosed
-    assert r3.extra["disclosed"] == 1 and r3.extra["partially_disclosed"] == 0
+    (r1, m1), (r2, m2), (r3, m3) = attack_and_measure(TAU_SAFE)
+    assert belief(r3, P["p3"])["SSM-pos"] == 1.0  # T1 ∩ T3 = {SSM-pos}, p3's true value at T3
+    assert (m3["certain"], m3["disclosed"], m3["true_value_ruled_out"]) == (1, 1, 0)
+    assert m3["disclosed_share"] == pytest.approx(1 / 4) and r3.extra["narrowed"] == 0
     # at T2 the value changed: T2 ∩ T1 is empty, the adversary keeps the current signature
-    assert belief(r2, P["p3"])["Glaucoma"] == 0.5 and r2.extra["disclosed"] == 0
-    assert r1.extra == {"disclosed": 0.0, "partially_disclosed": 0.0, "disclosed_share": 0.0,
-                        "partially_disclosed_share": 0.0}
+    assert belief(r2, P["p3"])["Glaucoma"] == 0.5 and m2["certain"] == 0
+    assert r1.extra == {"narrowed": 0.0, "narrowed_share": 0.0}
+    assert (m1["certain"], m1["disclosed"]) == (0, 0)
+
+
+def test_an_update_makes_a_wrong_single_value_certain_but_not_disclosed():
+    """The trust issue's case: p1 had Flu in T1 (bucket {Flu, Aids}) and was updated to Asthma in
+    T2 (bucket {Asthma, Aids}). T1 ∩ T2 = {Aids}: the adversary is left with one value, and it is
+    not p1's. It counts as certain, not as disclosed, and the truth is ruled out."""
+    tables = [
+        [[(P["p1"], "Flu"), (P["p2"], "Aids")], [(P["p3"], "Asthma"), (P["p4"], "Cardiac")]],
+        [[(P["p1"], "Asthma"), (P["p5"], "Aids")], [(P["p3"], "Asthma"), (P["p6"], "Cardiac")]],
+    ]
+    (_, m1), (r2, m2) = attack_and_measure(tables)
+    assert belief(r2, P["p1"])["Aids"] == 1.0 and belief(r2, P["p1"])["Asthma"] == 0.0
+    # p3 keeps {Asthma, Cardiac} (no update): the intersection is its whole signature, nothing certain
+    assert belief(r2, P["p3"])["Asthma"] == 0.5
+    assert (m1["certain"], m1["disclosed"]) == (0, 0)
+    assert (m2["certain"], m2["disclosed"], m2["true_value_ruled_out"]) == (1, 0, 1)
+    assert (m2["certain_share"], m2["disclosed_share"]) == (1 / 4, 0.0)
 
 
 def test_sliced_bucket_releases_disclose_nobody():
-    for result in attack(SLICED):
-        assert result.extra["disclosed"] == 0 and result.extra["partially_disclosed"] == 0
+    for result, metrics in attack_and_measure(SLICED):
+        assert metrics["certain"] == 0 and metrics["disclosed"] == 0 and result.extra["narrowed"] == 0
         assert np.allclose(result.posterior.max(axis=1), 0.5)  # every bucket holds 2 distinct values
 
 
 def _oracle(tables):
     """Per release, per respondent: the smallest non-empty intersection of its signature with an
-    earlier one (most recent on ties), by Python sets; disclosed / partially disclosed counts."""
+    earlier one (most recent on ties), by Python sets; the records left with one value (certain),
+    those whose value is their true one (disclosed), those whose truth is ruled out, and the
+    narrowed ones (1 < |C| < |S|)."""
     history: dict[int, list[set]] = {}
     out = []
     for buckets in tables:
         sig = {r: {d for _, d in bucket} for bucket in buckets for r, _ in bucket}
         counts = {r: [d for _, d in bucket] for bucket in buckets for r, _ in bucket}
-        beliefs, disclosed, partial = {}, 0, 0
+        truth = {r: d for bucket in buckets for r, d in bucket}
+        beliefs, certain, disclosed, ruled_out, partial = {}, 0, 0, 0, 0
         for r, s in sig.items():
             best = s
             for past in reversed(history.get(r, [])):
@@ -97,11 +127,13 @@ def _oracle(tables):
             weights = {d: counts[r].count(d) for d in best}
             total = sum(weights.values())
             beliefs[r] = {d: w / total for d, w in weights.items()}
-            disclosed += len(best) == 1 < len(s)
+            certain += len(best) == 1
+            disclosed += best == {truth[r]}
+            ruled_out += truth[r] not in best
             partial += 1 < len(best) < len(s)
         for r, s in sig.items():
             history.setdefault(r, []).append(s)
-        out.append((beliefs, disclosed, partial))
+        out.append((beliefs, (certain, disclosed, ruled_out), partial))
     return out
 
 
@@ -119,8 +151,9 @@ def test_equals_a_brute_force_oracle_on_random_churn():
                 buckets.append([(int(r), DISEASES[int(rng.integers(0, 6))]) for r in present[i : i + size]])
                 i += size
             tables.append(buckets)
-        for result, (beliefs, disclosed, partial) in zip(attack(tables), _oracle(tables)):
-            assert result.extra["disclosed"] == disclosed and result.extra["partially_disclosed"] == partial
+        for (result, metrics), (beliefs, counts, partial) in zip(attack_and_measure(tables), _oracle(tables)):
+            assert (metrics["certain"], metrics["disclosed"], metrics["true_value_ruled_out"]) == counts
+            assert result.extra["narrowed"] == partial
             for r, expected in beliefs.items():
                 got = belief(result, r)
                 assert got == pytest.approx({d: expected.get(d, 0.0) for d in DISEASES})
@@ -146,5 +179,5 @@ def test_attacks_any_anonymizers_publications():
         assert res.posterior.sum(axis=1) == pytest.approx(1.0)
         signature = view.group_counts()[view.group] > 0
         assert not (res.posterior[~signature] > 0).any()
-        assert 0 <= res.extra["disclosed"] + res.extra["partially_disclosed"] <= len(view.respondent)
-    assert res.extra["disclosed"] + res.extra["partially_disclosed"] > 0  # Mondrian regroups: updates leak
+        assert 0 <= res.extra["narrowed"] <= len(view.respondent)
+    assert res.extra["narrowed"] > 0  # Mondrian regroups: updates leak

@@ -58,12 +58,20 @@ def verify_all(model, releases, pubs):
     return reports
 
 
+def shrunk(res, view) -> int:
+    """Respondents whose intersected candidate set is smaller than their own signature (left with
+    one value, or narrowed)."""
+    signature = view.group_counts()[view.group] > 0
+    real = res.respondent >= 0
+    return int((((res.posterior > 0).sum(axis=1) < signature.sum(axis=1)) & real).sum())
+
+
 def disclosures(releases, pubs):
     attacker, views, out = IntersectionAttacker(), [], []
     for rel, pub in zip(releases, pubs):
         views.append(pub.public())
         res = attacker.observe(views[-1], AttackContext(rel, views, np.random.default_rng(0)))
-        out.append(res.extra["disclosed"] + res.extra["partially_disclosed"])
+        out.append(shrunk(res, views[-1]))
     return out
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from cdpbench.data import Publication
-from cdpbench.plugin import AttackContext
+from cdpbench.metrics.belief import BeliefMetrics
+from cdpbench.plugin import AttackContext, MetricContext
 from cdpbench.schema import CategoricalQI, Schema
 from cdpbench.taxonomy import Taxonomy
 from cdpbench_invariance.membership import MembershipAttacker
@@ -15,6 +16,12 @@ from cdpbench_invariance.sliced_bucket import SlicedBucket, SlicedBucketParams
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_invariance_properties import SCHEMA, publish_all, scenario  # noqa: E402
+
+
+def certain_and_disclosed(pub, release, res):
+    """The core's counts of records left with one value, and of those whose value is their true one."""
+    out = BeliefMetrics().compute(MetricContext(release, pub, {"m": res}, None, np.random.default_rng(0)))
+    return out["m.certain"], out["m.disclosed"]
 
 
 def oracle(pub, release):
@@ -65,7 +72,8 @@ def test_posterior_matches_brute_force_on_random_partitions(seed, categorical, m
     assert list(res.respondent) == list(expected)
     np.testing.assert_allclose(res.posterior, np.array(list(expected.values())), rtol=0, atol=1e-12)
     single = int(sum((p > 0).sum() == 1 for p in expected.values()))
-    assert res.extra["disclosed"] == single
+    # her QI is the published respondent's own, so a single value left is always the true one
+    assert certain_and_disclosed(pub, release, res) == (single, single)
     assert (calls[0] is None) == (categorical == "set")  # which path ran
 
 
@@ -80,7 +88,8 @@ def test_a_single_valued_group_alone_on_its_cell_is_disclosed():
     release.qi[order[3:], 0] = np.maximum(release.qi[order[3:], 0], release.qi[youngest[0], 0] + 1)
     pub = Publication.from_partition(release, groups)
     res = MembershipAttacker().observe(pub.public(), AttackContext(release, [pub.public()], np.random.default_rng(0)))
-    assert res.extra["disclosed"] == 3  # the three of group 0; everyone's QI is covered by one group
+    assert certain_and_disclosed(pub, release, res) == (3, 3)  # the three of group 0
+    assert res.extra["mapped"] == len(res.respondent)  # everyone's QI is covered by one group
     assert res.extra["mapped"] == len(res.respondent)
     p = res.posterior[np.isin(res.respondent, release.respondent[youngest])]
     assert (p[:, release.sensitive[youngest[0]]] == 1.0).all()
@@ -92,6 +101,6 @@ def test_m_unique_releases_disclose_no_one_by_mapping(seed, m):
     pubs = publish_all(SlicedBucket(SlicedBucketParams(m=m)), releases)
     for rel, pub in zip(releases, pubs):
         res = MembershipAttacker().observe(pub.public(), AttackContext(rel, [pub.public()], np.random.default_rng(0)))
-        assert res.extra["disclosed"] == 0
+        assert certain_and_disclosed(pub, rel, res) == (0, 0)
         # each covering group holds >= m tuples of distinct values: no value above 1/m
         assert res.posterior.max() <= 1 / m + 1e-12

@@ -1,5 +1,8 @@
 """(τ,m)-slicedBucket on the paper's running example (Tables 1a-1c, 6-8; spec §3.1), m = 2."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +12,9 @@ from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
 from cdpbench_invariance.sliced_bucket import SlicedBucket, SlicedBucketParams
 from cdpbench_invariance.verifiers import MUniqueParams, SlicedBucketModel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_invariance_properties import shrunk  # noqa: E402
 
 DISEASES = ("Aids", "Flu", "SSM-pos", "Asthma", "Cardiac", "Dyspepsia", "Gastritis", "Bronchitis", "Glaucoma",
             "Diarrhea", "Malaria", "Pneumonia")
@@ -176,7 +182,8 @@ def test_collusion_discloses_p3_under_tau_safe_lk_only(published):
     from cdpbench_invariance.tau_safe_lk import TauSafeLK, TauSafeLKParams
 
     tau = attack(run(TauSafeLK(TauSafeLKParams(l=2, k=2, shuffle=False))))
-    assert [r.extra["disclosed"] for r in tau] == [0.0, 0.0, 1.0]
+    assert [int((r.posterior.max(axis=1) == 1.0).sum()) for r in tau] == [0, 0, 1]  # one value left
     p3 = list(tau[2].respondent).index(IDS["p3"])
-    assert tau[2].posterior[p3, DISEASES.index("SSM-pos")] == 1.0
-    assert [r.extra["disclosed"] + r.extra["partially_disclosed"] for r in attack(published)] == [0.0, 0.0, 0.0]
+    assert tau[2].posterior[p3, DISEASES.index("SSM-pos")] == 1.0  # p3's true value at T3
+    views = [pub.public() for pub in published]
+    assert [shrunk(r, v) for r, v in zip(attack(published), views)] == [0, 0, 0]

@@ -23,9 +23,26 @@ group's values). Averaged over those records:
 
 Risks beyond averages (attack-matrix issue): ``max_confidence``, the largest posterior on a true
 value; ``share_over_50`` and ``share_over_90``, the share of those records whose posterior on
-their true value exceeds 0.5 / 0.9; ``count_over_99``, how many have it at 0.99 or more (a count,
-not a share: the records disclosed). Named so as not to collide with attackers' own ``disclosed``
-counts (the invariance attackers report ``L.disclosed`` with their own definition).
+their true value exceeds 0.5 / 0.9.
+
+Certainty and correctness, apart (trust issue): an adversary can be sure and wrong — the
+collusion attack intersects a respondent's signatures, and when the value changed in between (an
+update) the intersection can be a single value that is not the respondent's. So:
+
+* ``certain`` — how many records the adversary is left with one value for: a posterior of at
+  least 0.99 on some value (a one-hot posterior is the case "one value left");
+  ``certain_share``, their share of the records;
+* ``disclosed`` — how many of those the value is the respondent's true value at this release
+  (posterior >= 0.99 on the true value; 0.99 > 0.5, so that value is the one the adversary is
+  certain of); ``disclosed_share``, their share of the records. ``certain - disclosed`` are the
+  confident wrong inferences;
+* ``true_value_ruled_out`` — how many records the posterior gives 0 on the true value: the
+  adversary has excluded the truth (a wrong intersection, a join whose assumption fails); a
+  narrowing is only an inference when this stays 0.
+
+These are counts of published real records (not of respondents an attack names): only records
+have a true value at the release. Attackers leave these names to the core; an attacker's own
+``extra`` may not report them (the runner fails a run on a name reported twice).
 
 Posteriors are matched to records by respondent id; records whose respondent the attacker gives
 no posterior for are left out (every value is NaN when none is left).
@@ -44,8 +61,8 @@ from ..data import Publication
 from ..plugin import AttackResult, Metric, MetricContext
 
 KEYS = ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence", "share_over_50", "share_over_90",
-        "count_over_99")
-DISCLOSED = 0.99
+        "certain", "certain_share", "disclosed", "disclosed_share", "true_value_ruled_out")
+CERTAIN = 0.99  # a posterior at least this high on one value: the adversary is left with that value
 
 
 def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +72,8 @@ def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[
 
 
 def _beliefs_with_rows(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(p, a, rows)``: as :func:`true_value_beliefs`, with each record's row in the attack's result."""
+    """``(p, a, rows)``: as :func:`true_value_beliefs`, with each record's row in the attack's result
+    (``attack.posterior[rows]`` are the records' whole posteriors)."""
     real = ~publication.counterfeit
     resp = publication.respondent[real]
     s = publication.sensitive[real]
@@ -82,11 +100,12 @@ def gains(p: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class BeliefMetrics(Metric):
-    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8), confidence, the a = 1 share and the risks beyond averages, per attacker.
+    """Adversary gain rho (JS-reduce §7.2), gain G (BayFrame eq. 8), confidence, the a = 1 share, the risks beyond averages and certain vs correct disclosures, per attacker.
 
     Keys, for every attacker label ``L`` whose result has a posterior: ``L.gain_rho``,
     ``L.gain_g``, ``L.confidence`` and ``L.single_value_share`` (the share of records with
-    ``a = 1``, which count 0 in ``gain_rho``; module docstring); with ``given`` marked, also
+    ``a = 1``, which count 0 in ``gain_rho``; module docstring), the risks, and the certain /
+    disclosed / ruled-out counts (module docstring); with ``given`` marked, also
     ``L.given_share`` and the three beliefs over the other records (``..._unknown``).
     """
 
@@ -107,7 +126,14 @@ class BeliefMetrics(Metric):
             out[f"{label}.max_confidence"] = float(p.max())
             out[f"{label}.share_over_50"] = float(np.mean(p > 0.5))
             out[f"{label}.share_over_90"] = float(np.mean(p > 0.9))
-            out[f"{label}.count_over_99"] = float(np.sum(p >= DISCLOSED))
+            n = len(p)
+            certain = int(np.sum(np.asarray(attack.posterior, dtype=float)[rows].max(axis=1) >= CERTAIN))
+            disclosed = int(np.sum(p >= CERTAIN))
+            out[f"{label}.certain"] = float(certain)
+            out[f"{label}.certain_share"] = certain / n
+            out[f"{label}.disclosed"] = float(disclosed)
+            out[f"{label}.disclosed_share"] = disclosed / n
+            out[f"{label}.true_value_ruled_out"] = float(np.sum(p <= 0.0))
             if attack.given is not None:
                 given = np.asarray(attack.given, dtype=bool)[rows]
                 rest = ~given

@@ -19,6 +19,13 @@ Numbers per release (``<label>.<key>``; none at the first release, which has no 
   ``R_i`` (the targets of a B-attack); for a composition through ``R_j``, the records of timestamp
   ``T_j`` in ``R_j``'s classes (case 1) and in ``R_n``'s (case 2) whose anonymity is < k.
   Timestamps come from the adversary's background knowledge (the population), as in §3.1.
+
+``below_k`` counts targets whose anonymity (candidate records left) is below ``k``, not
+disclosures: no value and no single record is claimed, so there is no certain / correct split to
+make (trust issue). Its cracks are sound under the attacks' premise — every record of ``R_i`` has a
+corresponding record in each later release, with the same sensitive value — which cumulative
+releases (``D_1 ∪ … ∪ D_i``, no deletion, no update) satisfy; on a scenario with deletions or
+updates the premise fails and so do the cracks.
 """
 
 from __future__ import annotations

@@ -16,13 +16,21 @@ Per view (release r), for each candidate respondent v with signature S_r(v):
   (first publication, or every intersection empty — the value changed);
 * the posterior spreads over C(v) in proportion to the tuples of each value in v's group (uniform
   when the bucket's values are distinct, as in m-unique buckets: confidence 1/|C(v)|, spec §3.5.3);
-* ``disclosed``: |C(v)| = 1 < |S_r(v)| (the breach of spec §3.5.3 that reveals the value);
-  ``partially_disclosed``: 1 < |C(v)| < |S_r(v)|. Both are counts per release in ``extra``, with
-  their shares of the view's respondents.
+* ``narrowed``: 1 < |C(v)| < |S_r(v)|, the intersection left fewer values than the signature but
+  more than one; a count per release in ``extra``, with ``narrowed_share`` of the view's
+  respondents.
+
+|C(v)| = 1 leaves the adversary one value (a one-hot posterior): the core's belief metric counts
+it as ``certain``, and as ``disclosed`` only when that value is the respondent's true value at
+this release. The two differ: when v's value was updated between the releases, the intersection
+of its old and new signatures can be a single value that v never had (``tests/test_intersection.py``
+builds that history). The adversary cannot tell the two apart; only the truth the metrics hold
+can, which is why this attacker reports no disclosure count of its own.
 
 Under m-invariance and slicedBucket (signatures of a respondent equal or disjoint across releases,
-the pairwise reading of Def. 11) nothing is disclosed; under τ-safe (l,k)-diversity the paper's
-fixture discloses p3 by intersecting T1 and T3 (``tests/test_intersection.py``).
+the pairwise reading of Def. 11) no one is left with one value within a lifespan; under τ-safe
+(l,k)-diversity the paper's fixture discloses p3 by intersecting T1 and T3
+(``tests/test_intersection.py``).
 """
 
 from __future__ import annotations
@@ -64,8 +72,6 @@ class IntersectionAttacker(Attacker):
         order = np.argsort(respondent[real], kind="stable")
         self.past.append((respondent[real][order], signature[real][order]))
         n = max(int(real.sum()), 1)
-        disclosed = int(((best_size == 1) & (own > 1) & real).sum())
-        partial = int(((best_size > 1) & (best_size < own) & real).sum())
-        extra = {"disclosed": float(disclosed), "partially_disclosed": float(partial),
-                 "disclosed_share": disclosed / n, "partially_disclosed_share": partial / n}
+        narrowed = int(((best_size > 1) & (best_size < own) & real).sum())
+        extra = {"narrowed": float(narrowed), "narrowed_share": narrowed / n}
         return AttackResult(respondent=respondent.copy(), posterior=posterior, extra=extra)

@@ -8,8 +8,10 @@ groups' tuples, each equally likely, so the posterior is the value distribution 
 the covering groups (counterfeits included: she cannot tell them apart).
 
 Extra numbers per release: ``mapped`` (respondents whose QI one group alone covers: the EC is
-found), ``disclosed`` (the covering groups hold a single value: the value is found), and their
-shares of the published respondents. Def. 11(3)'s shuffle inside a bucket changes nothing here:
+found) and ``mapped_share`` of the published respondents. When the covering groups hold a single
+value the posterior is one-hot: the core's belief metric counts the record ``certain``, and
+``disclosed`` when the value is its true one (it is unless the adversary's QI for the respondent
+is not the one published, e.g. a stale voter list). Def. 11(3)'s shuffle inside a bucket changes nothing here:
 with cells generalized bucket by bucket every tuple of a bucket shows the same cell (spec §3.5
 item 8), and m-unique buckets hold m values, so an m-unique release discloses no one by mapping.
 """
@@ -50,7 +52,5 @@ class MembershipAttacker(Attacker):
         posterior = np.where(total > 0, weight / np.where(total > 0, total, 1.0), 1.0 / max(m, 1))
         n = max(len(respondent), 1)
         mapped = int((n_cover == 1).sum())
-        disclosed = int(((weight > 0).sum(axis=1) == 1).sum())
-        extra = {"mapped": float(mapped), "disclosed": float(disclosed), "mapped_share": mapped / n,
-                 "disclosed_share": disclosed / n}
+        extra = {"mapped": float(mapped), "mapped_share": mapped / n}
         return AttackResult(respondent=respondent, posterior=posterior, extra=extra)
