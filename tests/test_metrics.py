@@ -62,9 +62,11 @@ def ctx_of(release, publication, attacks=None, seed=0):
     return MetricContext(release, publication, attacks or {}, None, np.random.default_rng(seed))
 
 
-def with_counterfeits(pub: Publication, groups, sensitive) -> Publication:
+def with_counterfeits(pub: Publication, groups, sensitive, counterfeit: bool = True) -> Publication:
     """Append counterfeit tuples (respondent -1) to the given groups; in a bucketized publication
-    each gets its group's lower corner as QI point."""
+    each gets its group's lower corner as QI point. ``counterfeit=False`` appends ownerless copies
+    instead (real tuples published again without their owner: respondent and row -1, as
+    slicedBucket's duplicates)."""
     groups = np.asarray(groups, dtype=np.int64)
     k = len(groups)
     return dataclasses.replace(
@@ -72,7 +74,7 @@ def with_counterfeits(pub: Publication, groups, sensitive) -> Publication:
         group=np.concatenate([pub.group, groups]),
         sensitive=np.concatenate([pub.sensitive, np.asarray(sensitive, dtype=np.int64)]),
         respondent=np.concatenate([pub.respondent, np.full(k, -1)]),
-        counterfeit=np.concatenate([pub.counterfeit, np.ones(k, dtype=bool)]),
+        counterfeit=np.concatenate([pub.counterfeit, np.full(k, counterfeit)]),
         row=np.concatenate([pub.row, np.full(k, -1)]),
         qi=None if pub.qi is None else np.vstack([pub.qi, pub.low[groups]]),
     )
@@ -203,6 +205,15 @@ def test_record_linkage_hand_computed(table):
     np.testing.assert_allclose(linkage_probabilities(pub, table), [1 / 2, 1 / 2, 1 / 3, 1 / 3, 0, 1 / 3])
     out = RecordLinkage().compute(ctx_of(table, pub))
     assert out["rl"] == pytest.approx(2.0) and out["rl_norm"] == pytest.approx(1 / 3)
+
+
+def test_record_linkage_skips_ownerless_copies(table):
+    """An ownerless copy (slicedBucket's duplicate: counterfeit False, row -1) counts in its
+    group's size but links to no row: before Publication.owned its row -1 overwrote the last
+    row's probability (r6's 1/3 became the copy's)."""
+    pub = with_counterfeits(Publication.from_partition(table, np.array(AB)), [0], [0], counterfeit=False)
+    np.testing.assert_allclose(linkage_probabilities(pub, table), [1 / 3, 1 / 3, 1 / 3, 1 / 3, 0, 1 / 3])
+    assert pub.owned.tolist() == [True] * 5 + [False]
 
 
 def test_record_linkage_ties_between_overlapping_groups(table):
@@ -543,6 +554,20 @@ def test_belief_hand_computed(table):
     assert set(out) == {f"bk.{k}" for k in ("gain_rho", "gain_g", "confidence", "single_value_share", "max_confidence",
                                               "share_over_50", "share_over_90", "certain", "certain_share",
                                               "disclosed", "disclosed_share", "true_value_ruled_out")}  # no posterior, no keys
+
+
+def test_belief_skips_ownerless_copies(table):
+    """An ownerless copy has no respondent and no true value at the release: it is not a record
+    the beliefs are measured over, even when the attack gives a row for respondent -1 (it gives
+    one per published tuple). Before Publication.owned the copy was matched to that row: in the
+    churn attack table one slicedBucket record had its "true value ruled out"."""
+    pub = with_counterfeits(Publication.from_partition(table, np.array(AB)), [0], [1], counterfeit=False)
+    attack = posterior_for([-1, 1, 2, 3, 4, 6], [[1, 0, 0], *[[1 / 3] * 3] * 5])
+    out = BeliefMetrics().compute(ctx_of(table, pub, {"bk": attack}))
+    assert out["bk.confidence"] == pytest.approx(1 / 3)  # over the five owned records only
+    assert (out["bk.certain"], out["bk.true_value_ruled_out"]) == (0, 0)
+    # r1's group A now holds flu, hiv and the copy's hiv: a = 1/3 for r1, 2/3 for r2
+    assert out["bk.gain_rho"] == pytest.approx((0 + (1 / 3 - 2 / 3) / (1 / 3) + 0 + 0 + 0) / 5)
 
 
 def test_certain_counts_wrong_inferences_disclosed_only_right_ones(table):

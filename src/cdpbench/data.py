@@ -109,9 +109,9 @@ class Publication:
     schema: Schema
     group: np.ndarray  # int64 [p] group of each published record
     sensitive: np.ndarray  # int64 [p]
-    respondent: np.ndarray  # int64 [p] true respondent (-1 for a counterfeit); hidden from attackers
+    respondent: np.ndarray  # int64 [p] true respondent (-1 for a counterfeit or an ownerless copy); hidden from attackers
     counterfeit: np.ndarray  # bool [p]
-    row: np.ndarray  # int64 [p] row of the record in its Release (-1 for a counterfeit); hidden
+    row: np.ndarray  # int64 [p] row of the record in its Release (-1 for a counterfeit or an ownerless copy); hidden
     low: np.ndarray  # float64 [G, d] generalized lower bound (categorical: lowest leaf code)
     high: np.ndarray  # float64 [G, d]
     value_sets: dict[int, np.ndarray]  # categorical QI column -> bool [G, L] leaves the group stands for
@@ -127,6 +127,14 @@ class Publication:
     @property
     def bucketized(self) -> bool:
         return self.qi is not None
+
+    @property
+    def owned(self) -> np.ndarray:
+        """bool ``[p]``: the record is a row of its release, with a respondent and a true value at
+        this release. False for a counterfeit and for an ownerless copy (a real tuple published
+        again without its owner, e.g. slicedBucket's duplicates from its cache, ``counterfeit``
+        False but ``row`` -1): per-respondent metrics (beliefs, record linkage) skip both."""
+        return self.row >= 0
 
     def __len__(self) -> int:
         return len(self.group)

@@ -1,6 +1,7 @@
 """What each adversary's posterior beliefs reveal about the published records.
 
-For a published real (non-counterfeit) record of respondent ``r`` with true sensitive value ``s``
+For a published record of respondent ``r`` (``Publication.owned``: not a counterfeit, not an
+ownerless copy) with true sensitive value ``s``
 in group ``Q`` (``|Q|`` counts every published tuple of the group, counterfeits included, as the
 adversary sees them), let ``p`` be the adversary's posterior of ``r`` on ``s`` and
 ``a = m(s) / |Q|`` the share of ``s`` in ``Q`` (the belief of an adversary who only counts the
@@ -74,7 +75,7 @@ def true_value_beliefs(publication: Publication, attack: AttackResult) -> tuple[
 def _beliefs_with_rows(publication: Publication, attack: AttackResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(p, a, rows)``: as :func:`true_value_beliefs`, with each record's row in the attack's result
     (``attack.posterior[rows]`` are the records' whole posteriors)."""
-    real = ~publication.counterfeit
+    real = publication.owned  # not counterfeits, nor ownerless copies (no respondent, no true value)
     resp = publication.respondent[real]
     s = publication.sensitive[real]
     grp = publication.group[real]

@@ -38,7 +38,7 @@ def linkage_probabilities(publication: Publication, release: Release) -> np.ndar
     """``P_RL`` of every row of ``release``, float ``[n]`` (0 for suppressed rows)."""
     n = len(release)
     out = np.zeros(n)
-    real = ~publication.counterfeit
+    real = publication.owned  # an ownerless copy (row -1) links to no row of the release
     rows = publication.row[real]
     own = publication.group[real]
     if len(rows) == 0:
