@@ -282,7 +282,12 @@ class _Release:
 
     def _release_items(self, items: list[int]) -> None:
         """Items that were taken but end up in no bucket: rows go back (new rows to Cach when
-        there is one: delayed), Cach copies back to Cach; counterfeits vanish."""
+        there is one: delayed), Cach copies back to Cach; counterfeits vanish. A delayed record
+        is held in Cach once, as itself: its copy (of a record that stays in T) goes."""
+        delayed = set()
+        if self.filler == "cache":
+            delayed = {int(self.resp[it]) for it in items if it >= 0 and not self.has_history.get(int(self.resp[it]))}
+            self.anon.cache = [e for e in self.anon.cache if not (e.copy and e.respondent in delayed)]
         for it in items:
             if it >= 0:
                 self.placed.discard(it)
@@ -290,6 +295,8 @@ class _Release:
                     self.anon.cache.append(CacheEntry(int(self.resp[it]), int(self.value[it]), False))
             elif it < -self.n_values:
                 row = -1 - self.n_values - it
+                if int(self.resp[row]) in delayed:
+                    continue
                 self.anon.cache.append(CacheEntry(int(self.resp[row]), int(self.value[row]), True))
 
     # ---------------------------------------------------------------- phases
