@@ -166,3 +166,26 @@ def test_presets_are_parsed_once_until_a_file_changes(tmp_path, monkeypatch):
     assert ec.preset_options("experiment/group") == ["x", "y"]
     assert len(parsed) == 3
     ec._parsed_presets.cache_clear()
+
+
+def test_table_specs_and_results_are_not_presets():
+    """experiments/tables/*.yaml (cdpbench tables' specs) are YAML but no presets: they are not
+    listed, and +experiment= refuses them."""
+    from cdpbench.experiments_cmd import option_groups
+    from cdpbench.launch import check_preset
+
+    assert (REPO / "experiments" / "tables" / "attacks.yaml").is_file()
+    assert not [n for n in PRESETS if n.split("/")[0] in ("tables", "results")]
+    assert not [g for g in option_groups() if g.split("/")[1] in ("tables", "results")]
+
+    class Override:  # the two attributes check_preset reads of Hydra's parsed override
+        key_or_group = "experiment"
+
+        def is_sweep_override(self):
+            return False
+
+        def value(self):
+            return "tables/attacks"
+
+    with pytest.raises(Exception, match="'tables/attacks' is not a preset"):
+        check_preset(Override(), "+experiment=tables/attacks")

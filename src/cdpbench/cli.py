@@ -3,7 +3,9 @@
 * ``cdpbench [hydra overrides]`` — one run (or a sweep with ``-m``), tracked in MLflow.
 * ``cdpbench plugins`` — every installed plugin with its parameters.
 * ``cdpbench experiments`` — every preset with its description and command.
-* ``cdpbench report`` — a metric against release for every run of a sweep, one PNG + a CSV.
+* ``cdpbench report`` — a metric against release for every run of a sweep, one PNG + a CSV
+  (``--export FILE.csv``: the sweep's metrics as a results file).
+* ``cdpbench tables`` — the READMEs' result tables rendered from committed results files.
 
 A run or sweep is checked whole before anything is created (:mod:`cdpbench.launch`). Then Hydra
 runs the jobs; each job catches its own failure (marks its MLflow run FAILED with the reason and
@@ -487,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
             from .report import report_command
 
             return report_command(argv[1:])
+        if argv[:1] == ["tables"]:
+            from .tables import tables_command
+
+            return tables_command(argv[1:])
         if argv[:1] == ["record"]:
             return record_command(argv[1:])
         if argv[:1] == ["server"]:

@@ -80,8 +80,17 @@ def _is_command(comment: str) -> bool:
     return comment.startswith("cdpbench ")
 
 
+#: Folders of the experiments folder that hold no presets: the README's table specs
+#: (``cdpbench tables``) and the results they render from.
+NOT_PRESETS = ("tables", "results", "figures")
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.yaml") if p.relative_to(folder).parts[0] not in NOT_PRESETS)
+
+
 def _scan(folder: Path) -> list[Preset]:
-    presets = [Preset(p.relative_to(folder).with_suffix("").as_posix(), p) for p in folder.rglob("*.yaml")]
+    presets = [Preset(p.relative_to(folder).with_suffix("").as_posix(), p) for p in _yaml_files(folder)]
     # top-level presets first; numbers in names in numeric order (fig3 before fig11)
     return sorted(presets, key=lambda p: (p.name.count("/"), _natural(p.name)))
 
@@ -123,7 +132,7 @@ def _presets() -> tuple[list[Preset], dict[str, list[str]]]:
     preset file is added, removed or changed (a sweep checks its ``+experiment`` overrides once
     per job: re-parsing the ~70 preset files each time cost about 0.25 s a job)."""
     folder = experiments_dir()
-    files = sorted(folder.rglob("*.yaml"))
+    files = _yaml_files(folder)
     signature = tuple((str(f), st.st_mtime_ns, st.st_size) for f in files for st in [f.stat()])
     return _parsed_presets(folder, signature)
 

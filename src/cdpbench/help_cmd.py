@@ -15,6 +15,7 @@ usage:
   cdpbench report [--latest | --parent RUN_ID] [--metric KEY] [--against PARAM] ...
                                 a metric of every run of a sweep: one PNG and a summary CSV
                                 (cdpbench report -h for every option)
+  cdpbench tables [--check]     README tables from committed results (report --export F.csv)
   cdpbench -m ... --rerun       run every job again (by default a sweep skips the jobs whose
                                 config already has a FINISHED run in the experiment)
   cdpbench server [--port P]    an MLflow server for a team (127.0.0.1 by default); jobs log to

@@ -35,7 +35,8 @@ def report_command(argv: list[str]) -> int:
     src.add_argument("--latest", action="store_true", help="the most recent sweep (default)")
     ap.add_argument("--experiment", help="MLflow experiment name: restrict --latest to it, or, with --all-runs, use every run in it")
     ap.add_argument("--all-runs", action="store_true", help="use every job run of --experiment instead of one sweep")
-    ap.add_argument("--metric", default="gain_rho", help="metric key, or a suffix such as gain_rho (matches snapshot.gain_rho)")
+    ap.add_argument("--metric", default=None, help="metric key, or a suffix such as gain_rho (matches snapshot.gain_rho); "
+                    "default gain_rho (with --export: every metric; there a comma-separated list of keys, suffixes or globs)")
     ap.add_argument("--against", metavar="PARAM", help="plot the metric's mean over releases against this swept "
                     "parameter (e.g. privacy_model.j, metrics.query_error.selectivity), one line per other configuration")
     ap.add_argument("--at", type=int, metavar="RELEASE", help="with --against: the metric at this release instead of its "
@@ -57,7 +58,17 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
     ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
+    ap.add_argument("--export", type=Path, metavar="FILE.csv", help="write the sweep's per-release metrics as a tidy CSV "
+                    "(one row per run, metric and release, the swept parameters as columns, the sweep's wall time as "
+                    "run 'sweep', metric 'wall_s') instead of drawing; the results file README tables are rendered from "
+                    "(`cdpbench tables`)")
     args = ap.parse_args(argv)
+    if args.export:
+        if args.matrix or args.ru or args.against:
+            raise CdpbenchError("--export writes the selected runs' metrics; it does not go with --matrix, --ru or --against")
+        return _export_command(args)
+    if args.metric is None:
+        args.metric = "gain_rho"
     if args.at is not None and not args.against:
         raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter)")
     if (args.panels or args.diagonal) and not args.against:
@@ -135,6 +146,92 @@ def report_command(argv: list[str]) -> int:
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
     print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
     return 0
+
+
+def _export_command(args) -> int:
+    uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
+    c = tracking.client(uri)
+    parent, runs, name = _select_runs(c, args)
+    if not args.include_unfinished:
+        runs = _finished(runs, name)
+    patterns = [p.strip() for p in (args.metric or "").split(",") if p.strip()]
+    histories = {}
+    for r in runs:
+        keys = [k for k in r.data.metrics if not patterns or any(_matches(k, p) for p in patterns)]
+        histories[r.info.run_id] = _histories(c, r, keys)
+    if not any(histories.values()):
+        available = sorted({k for r in runs for k in r.data.metrics})
+        raise CdpbenchError(f"no run has a metric matching {args.metric!r}; available: {available}")
+    wall = None
+    if parent:
+        info = c.get_run(parent).info
+        if info.end_time and info.start_time:
+            wall = (info.end_time - info.start_time) / 1000.0
+    table = export_table(runs, histories, _sweep_params(runs), wall)
+    args.export.parent.mkdir(parents=True, exist_ok=True)
+    args.export.write_text(table)
+    n = table.count("\n") - 1
+    print(f"export:  {args.export}  ({len(runs)} runs of {name}, {n} rows)")
+    return 0
+
+
+def _matches(key: str, pattern: str) -> bool:
+    """A metric key against one ``--metric`` pattern: the key itself, a suffix after a dot
+    (``gain_rho`` matches ``dk3.gain_rho``) or a glob (``dk*.gain_rho``)."""
+    import fnmatch
+
+    if key == pattern or key.endswith("." + pattern):
+        return True
+    return any(ch in pattern for ch in "*?[") and fnmatch.fnmatchcase(key, pattern)
+
+
+def _sweep_params(runs) -> dict[str, dict[str, str]]:
+    """Per run id, the parameters that vary between the runs, by short name: the jobs'
+    command-line overrides (``+experiment/js_reduce/method=js_reduce`` -> ``method``), else the
+    flattened parameters that differ."""
+    overrides = [r.data.tags.get("cdpbench.overrides") for r in runs]
+    if all(o is not None for o in overrides):
+        tokens = [o.split() for o in overrides]
+        common = set.intersection(*(set(t) for t in tokens)) if tokens else set()
+        out = {}
+        for r, toks in zip(runs, tokens):
+            pairs = [short_override(t).partition("=") for t in toks if t not in common and "=" in t]
+            out[r.info.run_id] = {k: v for k, _, v in pairs}
+        return out
+    params = [{k: v for k, v in r.data.params.items() if not k.startswith(IGNORED_PARAMS)} for r in runs]
+    varying = sorted({k for p in params for k in p if len({q.get(k) for q in params}) > 1})
+    return {r.info.run_id: {k: p.get(k, "") for k in varying} for r, p in zip(runs, params)}
+
+
+EXPORT_FIXED = ("run", "metric", "step", "value")
+
+
+def export_table(runs, histories, params: dict[str, dict[str, str]], wall: float | None) -> str:
+    """The tidy CSV text of :func:`_export_command`: columns ``run``, the swept parameters
+    (sorted), ``metric``, ``step``, ``value``; rows sorted by run label, metric and step; values
+    as ``repr`` of the float (full precision), so the same store gives the same bytes."""
+    import csv
+    import io
+
+    labels = _labels(runs)
+    names = sorted({k for p in params.values() for k in p})
+    clash = [n for n in names if n in EXPORT_FIXED]
+    if clash:
+        raise CdpbenchError(f"--export: swept parameter(s) {clash} clash with the CSV's own columns {list(EXPORT_FIXED)}")
+    rows = []
+    for r in runs:
+        p = params.get(r.info.run_id, {})
+        for key, s in histories[r.info.run_id].items():
+            for step, v in s.items():
+                rows.append((labels[r.info.run_id], *(p.get(n, "") for n in names), key, int(step), repr(float(v))))
+    rows.sort(key=lambda row: (row[0], *row[1:-3], row[-3], row[-2]))
+    if wall is not None:
+        rows.append(("sweep", *("" for _ in names), "wall_s", 0, repr(round(wall, 1))))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["run", *names, "metric", "step", "value"])
+    w.writerows(rows)
+    return buf.getvalue()
 
 
 def _matrix_report(runs, histories, labels, args, out: Path, name: str):
@@ -377,9 +474,9 @@ def _skipped_runs(c, parent: str) -> list:
     return out
 
 
-def _histories(c, run) -> dict[str, pd.Series]:
+def _histories(c, run, keys=None) -> dict[str, pd.Series]:
     out = {}
-    for key in run.data.metrics:
+    for key in (run.data.metrics if keys is None else keys):
         hist = c.get_metric_history(run.info.run_id, key)
         s = pd.Series({m.step: m.value for m in hist}).sort_index()
         s.index.name = "release"
