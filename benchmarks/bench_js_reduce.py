@@ -15,12 +15,20 @@
 
 Times are the best of 5 runs (one run when it takes over 0.5 s). Run: ``python benchmarks/bench_js_reduce.py`` (or ``make bench``);
 ``--million``: one publish of 10^6 such records instead (set aside after 32, suppress and merge).
+``--out FILE``: also write what is measured as a tidy results CSV (``run,metric,step,value``; step
+the number of records; times ``wall_s``), which ``cdpbench tables`` renders into
+``plugins/cdpbench-jsreduce/README.md``:
+``python benchmarks/bench_js_reduce.py --million --out experiments/results/bench_js_reduce_million.csv``.
 The lead extends this with the full bkseq run once the data set and the attacker exist.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,6 +44,23 @@ M = 17
 CLASS_CONCENTRATION = 40.0  # how close each class's base distribution is to the overall one
 N = 5000
 REPEAT = 5
+
+
+def write_results(path: Path, rows: list[tuple]) -> None:
+    """``(run, metric, step, value)`` rows as the tidy CSV ``cdpbench tables`` reads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["run", "metric", "step", "value"])
+        for run, metric, step, value in rows:  # counts exact, times to 6 significant digits
+            value = float(value)
+            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
+    print(f"wrote {path}")
+
+
+def slug(label: str) -> str:
+    """A run name from a case label: ``"similar classes, j=0.6, merge"`` -> ``similar_classes_j0.6_merge``."""
+    return re.sub(r"[^\w.]+", "_", label.replace("=", "")).strip("_")
 
 
 def best_of(fn, repeat: int = REPEAT) -> tuple[float, object]:
@@ -77,7 +102,7 @@ def bkseq_like_view(
     return schema.encode(frame, 1), prior
 
 
-def bench_posterior(rng: np.random.Generator) -> None:
+def bench_posterior(rng: np.random.Generator) -> list[tuple]:
     reg = default_registry()
     omega = reg.create("estimator", "omega")
     sizes = rng.integers(3, 11, N)
@@ -86,6 +111,7 @@ def bench_posterior(rng: np.random.Generator) -> None:
     G = int(segment.max()) + 1
     rows = [("groups of 3-10", segment, G), ("one group of 1,000", np.zeros(1000, dtype=np.int64), 1)]
     print(f"{'estimator input':<24}{'records':>9}{'groups':>8}{'configuration ms':>18}{'omega ms':>10}")
+    out = []
     for label, seg, g in rows:
         n = len(seg)
         weights = rng.dirichlet(np.full(M, 0.5), size=n)
@@ -94,14 +120,18 @@ def bench_posterior(rng: np.random.Generator) -> None:
         t_omega, _ = best_of(lambda: omega.posterior(weights, sensitive, seg, g, M))
         assert np.allclose(post.sum(axis=1), 1.0)
         print(f"{label:<24}{n:>9}{g:>8}{1e3 * t_conf:>18.2f}{1e3 * t_omega:>10.2f}")
+        out += [(f"configuration_{slug(label)}", "wall_s", n, t_conf), (f"configuration_{slug(label)}", "groups", n, g),
+                (f"omega_{slug(label)}", "wall_s", n, t_omega), (f"omega_{slug(label)}", "groups", n, g)]
+    return out
 
 
-def bench_publish(rng: np.random.Generator) -> None:
+def bench_publish(rng: np.random.Generator) -> list[tuple]:
     reg = default_registry()
     views = {"similar classes": bkseq_like_view(rng), "unrelated classes": bkseq_like_view(rng, class_concentration=None)}
     print(f"\n{'JSReduce.publish, 5,000 records':<44}{'time s':>8}{'groups':>8}{'accepts':>9}{'suppressed':>12}{'verify':>8}")
     cases = [("similar classes", j, lo) for j in (0.6, 0.2) for lo in ("suppress", "merge")]
     cases += [("unrelated classes", 0.6, lo) for lo in ("suppress", "merge")]
+    out = []
     for view, j, leftovers in cases:
         release, prior = views[view]
         model = reg.create("privacy_model", "js_reduce", {"k": 3, "t": 0.5, "j": j})
@@ -116,10 +146,16 @@ def bench_publish(rng: np.random.Generator) -> None:
             f"{label:<44}{elapsed:>8.3f}{pub.n_groups:>8}{pub.info['accepts_calls']:>9}"
             f"{len(pub.suppressed):>12}{'ok' if report.satisfied else 'FAIL':>8}"
         )
+        run = f"publish_{slug(label)}"
+        out += [(run, "wall_s", len(release), elapsed), (run, "groups", len(release), pub.n_groups),
+                (run, "accepts_calls", len(release), pub.info["accepts_calls"]),
+                (run, "suppressed", len(release), len(pub.suppressed)), (run, "verifies", len(release), report.satisfied)]
+    return out
 
 
-def bench_million(rng: np.random.Generator, n: int = 1_000_000) -> None:
+def bench_million(rng: np.random.Generator, n: int = 1_000_000) -> list[tuple]:
     """Speed issue, acceptance 3: 10^6 records through the js_reduce anonymizer (k=3, t=0.5, j=0.6)."""
+    out = []
     reg = default_registry()
     release, prior = bkseq_like_view(rng, n=n)
     model = reg.create("privacy_model", "js_reduce", {"k": 3, "t": 0.5, "j": 0.6})
@@ -133,17 +169,24 @@ def bench_million(rng: np.random.Generator, n: int = 1_000_000) -> None:
         elapsed = time.perf_counter() - t0
         print(f"JSReduce.publish, {n:,} records, {leftovers}: {elapsed:.2f} s, {pub.n_groups} groups, "
               f"{len(pub.suppressed)} suppressed (target <= 10 s)")
+        run = f"million_{leftovers}"
+        out += [(run, "wall_s", n, elapsed), (run, "groups", n, pub.n_groups), (run, "suppressed", n, len(pub.suppressed))]
+    return out
 
 
 def main() -> None:
-    import sys
-
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--million", action="store_true", help="one publish of 10^6 records instead")
+    ap.add_argument("--out", type=Path, help="also write the measurements to this results CSV")
+    args, _ = ap.parse_known_args()  # `python -m benchmarks js_reduce` passes its filter through
     rng = np.random.default_rng(2012)
-    if "--million" in sys.argv[1:]:
-        bench_million(rng)
-        return
-    bench_posterior(rng)
-    bench_publish(rng)
+    if args.million:
+        rows = bench_million(rng)
+    else:
+        rows = bench_posterior(rng)
+        rows += bench_publish(rng)
+    if args.out:
+        write_results(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,23 @@ the full matching join (k = 2, 4), ``ksaa`` with its defaults (``js_reduce`` pri
 merged). Release 1 is published first (not timed); release 2's ``publish`` is timed (median of 3; once at 30,162):
 primary groups, the join with release 1 (linkage graph, maximum flow, strongly connected
 components), merges. Also timed alone: the linkage graph of the two publications and its pruning.
+At 5,000 records or fewer, k = 2 is also published with ``search=rounds`` (every round judged), to
+count the publications ``search=bisect`` saves and check that both give the same publication.
 
-    python benchmarks/bench_ksaa.py [records ...]     # default: 5000 30162
+    python benchmarks/bench_ksaa.py [records ...] [--out experiments/results/bench_ksaa.csv]   # default: 5000 30162
+
+``--out FILE``: also write what is measured as a tidy results CSV (``run,metric,step,value``; run
+``k2``, ``k4`` or ``k2_rounds``, step the number of records; ``wall_s`` the median publish time),
+which ``cdpbench tables`` renders into ``experiments/README.md``.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import statistics
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -26,12 +34,32 @@ from cdpbench_ksaa.linkage_graph import linkage_graph, prune
 from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
 
 
+def write_results(path: Path, rows: list[tuple]) -> None:
+    """``(run, metric, step, value)`` rows as the tidy CSV ``cdpbench tables`` reads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["run", "metric", "step", "value"])
+        for run, metric, step, value in rows:  # counts exact, times to 6 significant digits
+            value = float(value)
+            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
+    print(f"wrote {path}")
+
+
 def main() -> None:
-    for records in [int(a) for a in sys.argv[1:]] or [5000, 30_162]:
-        bench(records)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("records", nargs="*", type=int, help="release sizes (default: 5000 30162)")
+    ap.add_argument("--out", type=Path, help="also write the measurements to this results CSV")
+    args = ap.parse_args()
+    rows: list[tuple] = []
+    for records in args.records or [5000, 30_162]:
+        rows += bench(records)
+    if args.out:
+        write_results(args.out, rows)
 
 
-def bench(records: int) -> None:
+def bench(records: int) -> list[tuple]:
+    rows = []
     reg = default_registry()
     r1, r2 = AdultSequential(AdultSequentialParams(records=records, releases=2)).releases(np.random.default_rng(0))
     for k in (2, 4):
@@ -54,6 +82,24 @@ def bench(records: int) -> None:
               f"{statistics.median(times):.2f} s (target <= 5 s); {p2.n_groups} groups, "
               f"{p2.info['merge_rounds']:.0f} merge rounds ({p2.info['judged']:.0f} publications judged), violations {rep.violations}; linkage graph + pruning alone "
               f"{t_graph:.2f} s ({len(g.edge_a):,} edges, {int(g.kept.sum()):,} on some maximum matching)")
+        run = f"k{k}"
+        rows += [(run, "wall_s", records, statistics.median(times)), (run, "wall_s_min", records, min(times)),
+                 (run, "wall_s_max", records, max(times)), (run, "repeats", records, len(times)),
+                 (run, "groups", records, p2.n_groups), (run, "rounds", records, p2.info["merge_rounds"]),
+                 (run, "judged", records, p2.info["judged"]), (run, "violations", records, rep.violations),
+                 (run, "graph_s", records, t_graph), (run, "edges", records, len(g.edge_a)),
+                 (run, "edges_kept", records, int(g.kept.sum()))]
+        if k == 2 and records <= 5000:
+            slow = reg.create("anonymizer", "ksaa", {"search": "rounds"})
+            t0 = time.perf_counter()
+            p3 = slow.publish(r2, PublishContext(model, mctx, h, np.random.default_rng(0)))
+            t_rounds = time.perf_counter() - t0
+            same = all(np.array_equal(getattr(p3, f), getattr(p2, f)) for f in ("group", "row", "low", "high"))
+            print(f"k={k}, search=rounds: {t_rounds:.2f} s; {p3.info['merge_rounds']:.0f} merge rounds "
+                  f"({p3.info['judged']:.0f} publications judged); the same publication as search=bisect: {same}")
+            rows += [("k2_rounds", "wall_s", records, t_rounds), ("k2_rounds", "rounds", records, p3.info["merge_rounds"]),
+                     ("k2_rounds", "judged", records, p3.info["judged"]), ("k2_rounds", "same_publication", records, same)]
+    return rows
 
 
 if __name__ == "__main__":
