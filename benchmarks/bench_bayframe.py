@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -34,21 +33,10 @@ from cdpbench import runner
 from cdpbench.data import History
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry, register_configs
+from cdpbench.tables import write_results
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = ["+experiment=bayframe/fig4", "privacy_model.k=3", "~extra_attackers", "progress=false"]
-
-
-def write_results(path: Path, rows: list[tuple]) -> None:
-    """``(run, metric, step, value)`` rows as the tidy CSV ``cdpbench tables`` reads."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["run", "metric", "step", "value"])
-        for run, metric, step, value in rows:  # counts exact, times to 6 significant digits
-            value = float(value)
-            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
-    print(f"wrote {path}")
 
 
 def bench_run() -> list[tuple]:

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ import numpy as np
 from cdpbench.data import History
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
+from cdpbench.tables import write_results
 from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer
 from cdpbench_bcf.params import BCFParams
 from cdpbench_bcf.classes import Classes
@@ -58,18 +58,6 @@ def median_time(fn, repeat=5):
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
-
-
-def write_results(path: Path, rows: list[tuple]) -> None:
-    """``(run, metric, step, value)`` rows as the tidy CSV ``cdpbench tables`` reads."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["run", "metric", "step", "value"])
-        for run, metric, step, value in rows:  # counts exact, times to 6 significant digits
-            value = float(value)
-            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
-    print(f"wrote {path}")
 
 
 def main() -> None:

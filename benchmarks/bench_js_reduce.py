@@ -25,7 +25,6 @@ The lead extends this with the full bkseq run once the data set and the attacker
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from cdpbench.data import History, Release
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
+from cdpbench.tables import write_results
 from cdpbench.taxonomy import Taxonomy
 from cdpbench_jsreduce.configuration import configuration_posterior
 
@@ -44,18 +44,6 @@ M = 17
 CLASS_CONCENTRATION = 40.0  # how close each class's base distribution is to the overall one
 N = 5000
 REPEAT = 5
-
-
-def write_results(path: Path, rows: list[tuple]) -> None:
-    """``(run, metric, step, value)`` rows as the tidy CSV ``cdpbench tables`` reads."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["run", "metric", "step", "value"])
-        for run, metric, step, value in rows:  # counts exact, times to 6 significant digits
-            value = float(value)
-            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
-    print(f"wrote {path}")
 
 
 def slug(label: str) -> str:

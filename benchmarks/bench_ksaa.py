@@ -20,7 +20,6 @@ which ``cdpbench tables`` renders into ``experiments/README.md``.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import time
 from pathlib import Path
@@ -30,20 +29,9 @@ import numpy as np
 from cdpbench.data import History
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
+from cdpbench.tables import write_results
 from cdpbench_ksaa.linkage_graph import linkage_graph, prune
 from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
-
-
-def write_results(path: Path, rows: list[tuple]) -> None:
-    """``(run, metric, step, value)`` rows as the tidy CSV ``cdpbench tables`` reads."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["run", "metric", "step", "value"])
-        for run, metric, step, value in rows:  # counts exact, times to 6 significant digits
-            value = float(value)
-            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
-    print(f"wrote {path}")
 
 
 def main() -> None:

@@ -300,3 +300,16 @@ def test_export_table_is_tidy_sorted_and_full_precision():
                     "method=b,b,g,1,0.5\n"
                     "sweep,,wall_s,0,12.3\n")
     assert export_table(list(reversed(runs)), hist, _sweep_params(runs), 12.34) == text
+
+
+def test_write_results_round_trips_through_results(tmp_path):
+    """The benchmarks' writer (counts exact, others to 6 significant digits) reads back as a run's series."""
+    from cdpbench.tables import write_results
+
+    path = tmp_path / "bench.csv"
+    write_results(path, [("whole", "wall_s", 0, 7.123456789), ("whole", "rounds", 0, 30.0), ("loop", "wall_s", 0, 2)])
+    assert path.read_text().splitlines() == ["run,metric,step,value", "whole,wall_s,0,7.12346", "whole,rounds,0,30",
+                                             "loop,wall_s,0,2"]
+    results = Results({"b": path})
+    key = results.select({"run": "whole"})
+    assert results.series[key] == {"wall_s": {0: 7.12346}, "rounds": {0: 30.0}}

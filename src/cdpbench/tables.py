@@ -241,6 +241,20 @@ class Bold:
     value: Any
 
 
+def write_results(path: Path, rows) -> None:
+    """Write ``(run, metric, step, value)`` rows as a results file :class:`Results` reads (the
+    benchmarks' ``--out``; sweeps use ``cdpbench report --export``): counts exact, other values
+    to 6 significant digits."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["run", "metric", "step", "value"])
+        for run, metric, step, value in rows:
+            value = float(value)
+            out.writerow([run, metric, step, int(value) if value.is_integer() else f"{value:.6g}"])
+    print(f"wrote {path}")
+
+
 class Results:
     """The rows of one or more results CSVs: runs (label -> parameters) and their series."""
 
