@@ -92,7 +92,9 @@ def test_extension_equals_accepts_on_bkseq_releases_with_bayframe_beliefs():
     reg = default_registry()
     dataset = reg.create("dataset", "bkseq", {"releases": 4, "tuples": 1500})
     knowledge, estimator = BayFrameKnowledge(), BayesianEstimator()
-    params = JSimilarityParams(k=3, beta=5.0, j=0.6)
+    # j = 0.5 (was 0.6): with bkseq's exact first-appearance BK_sv (deaths/discharges possible at a
+    # first tuple) the beliefs diverge less and j = 0.6 no longer gets stuck or suppresses anything
+    params = JSimilarityParams(k=3, beta=5.0, j=0.5)
     seen = dict.fromkeys(("releases", "stuck", "groups", "merged", "suppressed"), 0)
     for release in dataset.releases(np.random.default_rng(0)):
         prior = knowledge.prior(release)

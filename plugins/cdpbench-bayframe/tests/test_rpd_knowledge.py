@@ -36,7 +36,7 @@ class ExampleModel:
             self.t1[V[frm], [V["GERD"], V["Depression"], V["Cancer-II"]]] = row
         self.t2 = two_step
 
-    def bk_sv(self, qi):
+    def bk_sv(self, qi, t=None):
         return np.tile(PD_SV, (len(qi), 1))
 
     def bk_seq(self, steps):

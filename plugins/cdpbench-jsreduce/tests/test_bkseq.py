@@ -291,7 +291,10 @@ def test_bk_sv_table_rows_and_documented_class_effects():
 def test_qi_class_bands_and_domain_errors(dataset):
     qi = np.array([[45, 0, 60], [54, 1, 69], [55, 0, 70], [64, 1, 79], [65, 0, 80], [74, 1, 89]], float)
     np.testing.assert_array_equal(qi_class(qi), [0, 1, 8, 9, 16, 17])
-    np.testing.assert_array_equal(dataset.model.bk_sv(qi), bk_sv_table()[[0, 1, 8, 9, 16, 17]])
+    np.testing.assert_array_equal(dataset.model.admission_sv(qi), bk_sv_table()[[0, 1, 8, 9, 16, 17]])
+    # BK_sv, the law of a first tuple in view t (test_bkseq_first_appearance.py), is per class too
+    same_class = qi + np.array([[9, 0, 9], [-9, 0, -9]] * 3)
+    np.testing.assert_array_equal(dataset.model.bk_sv(same_class, 3), dataset.model.bk_sv(qi, 3))
     with pytest.raises(DataError, match="outside the domain"):
         qi_class(np.array([[44.0, 0, 60]]))
     with pytest.raises(DataError, match=r"shape \[n, 3\]"):

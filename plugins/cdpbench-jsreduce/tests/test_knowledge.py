@@ -40,7 +40,7 @@ class RandomModel:
         self.fixed_corpus = corpus
         self.corpus_calls: list[tuple[int, int, int]] = []
 
-    def bk_sv(self, qi: np.ndarray) -> np.ndarray:
+    def bk_sv(self, qi: np.ndarray, t: int | None = None) -> np.ndarray:
         return self.sv[qi[:, 0].astype(np.int64) % 5]
 
     def bk_seq(self, steps: int) -> np.ndarray:
@@ -307,7 +307,7 @@ class TwoStepModel:
     values = ("v0", "v1", "v2")
     max_order = 2
 
-    def bk_sv(self, qi):
+    def bk_sv(self, qi, t=None):
         return np.tile([1 / 3, 1 / 3, 1 / 3], (len(qi), 1))
 
     def bk_seq(self, steps):

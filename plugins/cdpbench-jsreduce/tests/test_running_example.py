@@ -81,7 +81,7 @@ class RunningExampleModel:
             12031: _spread({"CX-pos": 0.0003, "BS-neg": 0.2}),
         }
 
-    def bk_sv(self, qi: np.ndarray) -> np.ndarray:
+    def bk_sv(self, qi: np.ndarray, t: int | None = None) -> np.ndarray:
         return np.array([self.by_zip.get(int(z), np.full(M, 1.0 / M)) for z in qi[:, 2]])
 
     def bk_seq(self, steps: int) -> np.ndarray:

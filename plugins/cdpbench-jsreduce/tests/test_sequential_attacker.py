@@ -29,7 +29,7 @@ class CycleModel:
     values = ("a", "b", "c")
     max_order = 1
 
-    def bk_sv(self, qi: np.ndarray) -> np.ndarray:
+    def bk_sv(self, qi: np.ndarray, t: int | None = None) -> np.ndarray:
         young = qi[:, 0] < 50
         return np.where(young[:, None], [0.5, 0.25, 0.25], [0.2, 0.4, 0.4])
 

@@ -6,7 +6,8 @@ records of a new release T_i, :meth:`BayFrameKnowledge.prior` returns the revise
 RPD(v, s, t_i):
 
 * a respondent never seen: PD_sv, the prior given its QI (``sv``: the data set's ground-truth
-  model ``release.truth["model"].bk_sv`` (bkseq), the ``kernel`` knowledge plugin (Li et al.'s
+  model ``release.truth["model"].bk_sv(qi, t)``, bkseq's law of a first appearance in release
+  ``t``), the ``kernel`` knowledge plugin (Li et al.'s
   estimate mined from the table, through the registry: the choice for Adult, where "PD_sv is
   extracted as in JS-reduce"), or ``uniform``);
 * a respondent published in T_{i-1}: Eq. 3 with ``steps = d``. The paper's literal reading
@@ -146,7 +147,7 @@ class BayFrameKnowledge(Knowledge):
                 self._kernel = default_registry().create("knowledge", "kernel", {"bandwidth": self.params.bandwidth},
                                                          "knowledge.sv")
             return np.asarray(self._kernel.prior(release), dtype=float)
-        prior = np.asarray(self.model(release).bk_sv(release.qi), dtype=float)
+        prior = np.asarray(self.model(release).bk_sv(release.qi, release.t), dtype=float)
         if prior.shape != (n, m):
             raise DataError(f"knowledge 'bayframe': model.bk_sv returned shape {prior.shape}, expected {(n, m)}")
         return prior

@@ -96,7 +96,7 @@ Exam schedule, discharge and arrivals (C; TRANSITIONS.md §5.2: the sources give
     is larger). ``test_bkseq.py`` prints the table with simulated totals (5 seeds, within 0.5 %)
     and view sizes (within 5 % of 5,000).
 
-New individuals and BK_sv (C; ``bk_sv_table``)
+New individuals and their admission exam (C; ``bk_sv_table``; BK_sv itself: below)
     QI drawn independently and uniformly: age 45..74, gender "1"/"2" (ISO/IEC 5218: 1 = male,
     2 = female), weight 60..89 (integers, fixed per individual for the 24 weeks). The first value of
     a new individual (its disease track and entry stage) depends on its class: age band (45–54,
@@ -118,8 +118,13 @@ New individuals and BK_sv (C; ``bk_sv_table``)
 
 Exposed knowledge (``BKseqModel``, the :class:`~cdpbench_jsreduce.model.SequenceModel` of every
 release's ``truth["model"]``)
-    ``bk_sv(qi)``: the exact class distribution of an admission exam (a patient admitted before
-    view 1 is first seen later in its stay: BK_sv is then the population's knowledge, not exact).
+    ``bk_sv(qi, t)``: the exact class distribution of a respondent's FIRST tuple in the views,
+    that tuple being in view t (:func:`first_appearance_tables`). It mixes the admission exams
+    of week t with the first observed tuple of the patients active before view 1 and not seen
+    yet — an exam, or their death or discharge, which is always recorded. The second share shrinks
+    like (1 - presence)^(t-1), so the law depends on t and tends to the admission law
+    (``admission_sv(qi)``, :func:`bk_sv_table`). It gives every value, deceased and discharged
+    included, positive probability (presence < 1).
     ``bk_seq(steps, seq_class)``: WEEKLY tables per age group — 3 steps: the exact generator
     transition on a 3-week window; 1 and 2: its exact marginals over the weekly histories of views
     2..``releases`` (expected counts propagated week by week; the process is linear in
@@ -355,7 +360,10 @@ def qi_class(qi: np.ndarray) -> np.ndarray:
 
 
 def bk_sv_table() -> np.ndarray:
-    """``[18, 19]``: P(first value | class), class as in :func:`qi_class` (see the docstring)."""
+    """``[18, 19]``: P(admission exam's value | class), class as in :func:`qi_class` (see the
+    docstring): a new patient's first value (a stage, never deceased/discharged). The law of a
+    first tuple in the views (BK_sv) mixes it with the patients admitted before view 1:
+    :func:`first_appearance_tables`."""
     track_age = np.array([[1.2, 1.0, 0.7], [1.6, 0.9, 0.4], [0.15, 0.6, 1.8], [0.6, 1.0, 1.6]])
     track_weight = np.array([[0.9, 1.0, 1.2], [1.4, 1.0, 0.7], [1.2, 1.0, 0.8], [1.2, 1.0, 1.1]])
     track_sex = np.array([[1.5, 1.0], [2.5, 1.0], [1.0, 1.4], [1.2, 1.0]])  # (male, female)
@@ -385,8 +393,8 @@ BURN_IN = 104
 
 def class_entry() -> tuple[np.ndarray, np.ndarray]:
     """``(shares [4], entry [4, 19])``: the share of each transition class (age group) among new
-    patients (uniform ages) and its first-value distribution (BK_sv averaged over the group's
-    ages, both genders and the three weight bands)."""
+    patients (uniform ages) and its admission-exam distribution (:func:`bk_sv_table` averaged
+    over the group's ages, both genders and the three weight bands)."""
     sv = bk_sv_table().reshape(3, 3, 2, N_VALUES)  # age band, weight band, gender
     ages = np.arange(AGE[0], AGE[1] + 1)
     groups = seq_class(ages.astype(float))
@@ -398,6 +406,44 @@ def class_entry() -> tuple[np.ndarray, np.ndarray]:
     return shares, entry
 
 
+def qi_entry() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(qi_classes [K], groups [K], shares [K], entry [K, 19])``: the (QI class, transition
+    class) pairs new patients fall in (an age band of 10 ages spans two age groups of
+    :data:`AGE_GROUPS`: K = 36), each pair's share among new patients (uniform QI) and its
+    admission law (the QI class's row of :func:`bk_sv_table`). Grouped by transition class they
+    give :func:`class_entry`."""
+    sv = bk_sv_table()
+    ages = np.arange(AGE[0], AGE[1] + 1)
+    band, group = (ages - AGE[0]) // 10, seq_class(ages.astype(float))
+    cells = np.array(
+        [(a * 6 + w * 2 + g, grp) for a, grp in zip(band, group) for w in range(3) for g in range(2)], dtype=np.int64
+    )
+    pairs, counts = np.unique(cells, axis=0, return_counts=True)
+    return pairs[:, 0].copy(), pairs[:, 1].copy(), counts / counts.sum(), sv[pairs[:, 0]]
+
+
+def first_appearance_tables(T: np.ndarray, presence: float, views: int, burn_in: int = BURN_IN) -> np.ndarray:
+    """``[views, 18, 19]``: P(value of a respondent's first tuple in the views | its QI class,
+    the first tuple is in view t), t = 1..``views`` — the exact BK_sv of the first appearances.
+
+    ``T``: ``[4, 19, 19, 19, 19]`` the transition classes' tensors. The process is propagated in
+    expectation per (QI class, age group) pair (:func:`qi_entry`; the same process as
+    :func:`expected_process_counts` per age group, which it refines), its expected first
+    appearances (``ProcessCounts.first``: the week's admission exams plus the patients active
+    before view 1 first seen that week) summed per QI class and normalized. A mixture of the
+    admission law (weight ~ the week's admissions) and of the law of a not-yet-seen burn-in
+    patient's next value (weight ~ (1 - presence)^(t-1) times its survival), so deceased and
+    discharged have positive probability at every t (when presence < 1; with presence = 1 every
+    active patient is seen in view 1 and BK_sv is the admission law from view 2 on)."""
+    classes, groups, shares, entry = qi_entry()
+    L = LIVING
+    T = np.asarray(T)[:, :L, :L, :L]  # only living windows occur
+    counts = expected_process_counts(T[groups], shares, entry, views, presence, burn_in, histories=False)
+    first = np.zeros((views, N_CLASSES, N_VALUES))
+    np.add.at(first, (slice(None), classes), counts.first)
+    return first / first.sum(axis=2, keepdims=True)
+
+
 @dataclass
 class ProcessCounts:
     """Expected counts of the process, per patient of the active population (see
@@ -405,13 +451,17 @@ class ProcessCounts:
     transitions of class-``c`` patients from the last value z (last two y, z; patients with at least
     two values) to s, pooled over views 2..``views``; ``quads[x, y, z, s]``: the same over patients
     with at least three values, all classes; ``view``: mean expected view size; ``individuals``:
-    expected patients appearing in at least one of the views."""
+    expected patients appearing in at least one of the views; ``first[t-1, c, s]``: expected
+    class-``c`` patients whose FIRST tuple in the views is in view t and reads s (the patients
+    admitted that week, and those active before view 1 first seen then, see
+    :func:`expected_process_counts`)."""
 
     pairs: np.ndarray
     triples: np.ndarray
     quads: np.ndarray
     view: float
     individuals: float
+    first: np.ndarray
 
 
 def expected_process_counts(
@@ -434,7 +484,19 @@ def expected_process_counts(
     leavers), and a patient active at view 1 never appears iff it stays through the ``views`` weeks
     without an exam: probability ``S (1 - presence)^views`` with S its survival. History states:
     one value (window padded to (a, a, a)), two ((a, a, b)), three or more ((x, y, z)).
-    ``histories=False`` skips the transition counts (the calibration needs the sizes only)."""
+    ``histories=False`` skips the transition counts (the calibration needs the sizes only).
+
+    First appearances (``first``). A patient admitted in week u >= 1 is first seen at u (its
+    admission exam); a patient active at view 1 (the burn-in ``cohort``) is first seen in the
+    first week t whose value is observed — it stayed through weeks 1..t-1 without an exam
+    (probability (1 - presence)^(t-1), independent of its values) and at week t moved to s, then
+    observed with probability ``presence`` (a stage) or 1 (deceased/discharged). So, per class c::
+
+        first[t-1, c, s] = L_t shares[c] entry[c, s] + (1 - presence)^(t-1) R_t[c, s] o[s]
+
+    with L_t the week's leavers (= admissions), R_t[c, s] the cohort's expected moves to s in
+    week t (the cohort propagated without admissions: survival included) and o = (presence, ..,
+    presence, 1, 1)."""
     L, m, C = LIVING, N_VALUES, len(shares)
     T = np.asarray(T)[:, :L, :L, :L]  # only living windows occur
     diag = np.arange(L)
@@ -446,7 +508,7 @@ def expected_process_counts(
     triples = np.zeros((C, m, m, m))
     quads = np.zeros((m, m, m, m))
 
-    def step(state, admit: bool, count: bool):
+    def step(state, admit: bool, count: bool, moves: list | None = None):
         c1, c2, c3 = state
         r1 = c1[..., None] * t1  # [C, L, m]
         r2 = c2[..., None] * t2  # [C, L, L, m]
@@ -461,6 +523,8 @@ def expected_process_counts(
             pairs[:, :L] += r1 + r2.sum(axis=1) + r3.sum(axis=1)
             triples[:, :L, :L] += r2 + r3
             quads[:L, :L, :L] += r3full.sum(axis=0)
+        if moves is not None:  # [C, m]: expected moves to each value this week
+            moves.append(r1.sum(axis=1) + r2.sum(axis=(1, 2)) + r3.sum(axis=(1, 2)))
         new1 = (leaving * shares[:, None] * entry[:, :L]) if admit else np.zeros((C, L))
         return (new1, r1[..., :L], r3[..., :L] + r2[..., :L]), leaving
 
@@ -469,14 +533,19 @@ def expected_process_counts(
         state, _ = step(state, True, False)
     cohort = state
     sizes, admitted = [], 0.0
+    observed = np.full(m, presence)
+    observed[L:] = 1.0  # deaths and discharges are always recorded
+    first = np.zeros((views, C, m))
     for t in range(1, views + 1):
         state, leaving = step(state, True, histories and t >= 2)
-        cohort, _ = step(cohort, False, False)
+        moves: list[np.ndarray] = []
+        cohort, _ = step(cohort, False, False, moves)
         sizes.append(presence * (1.0 - leaving) + 2.0 * leaving)
         admitted += leaving
+        first[t - 1] = leaving * shares[:, None] * entry + (1.0 - presence) ** (t - 1) * moves[0] * observed
     survivors = sum(float(c.sum()) for c in cohort)
     individuals = 1.0 - survivors * (1.0 - presence) ** views + admitted
-    return ProcessCounts(pairs, triples, quads, float(np.mean(sizes)), float(individuals))
+    return ProcessCounts(pairs, triples, quads, float(np.mean(sizes)), float(individuals), first)
 
 
 def producible_windows(disease: np.ndarray) -> np.ndarray:
@@ -581,6 +650,8 @@ class BKseqModel:
         shares, entry = class_entry()
         self._sv_cum = np.cumsum(self._sv, axis=1)
         t3 = transition_tensors(self.momentum, self.discharge)
+        self._t3 = _readonly(t3)
+        self._first: np.ndarray | None = None  # BK_sv per release, computed on first use (about 1 s)
         counts = expected_process_counts(t3, shares, entry, max(self.horizon, 2), self.presence)
         producible = producible_windows(self.disease[1])[..., None]  # the classes share one support
         self._seq = {
@@ -602,11 +673,28 @@ class BKseqModel:
         self._sv = _readonly(self._sv)
 
     # ------------------------------------------------------------------ SequenceModel
-    def bk_sv(self, qi: np.ndarray) -> np.ndarray:
-        """BK_sv (Def. 1): ``[n, 19]`` P(value of the admission exam | class of the QI row) —
-        columns age, gender code (0 = "1", 1 = "2"), weight, as in the schema. Deceased/discharged
-        have probability 0. Exact for a patient admitted during the views; a patient admitted
-        before view 1 is first seen in a later stage of its stay."""
+    def bk_sv(self, qi: np.ndarray, t: int) -> np.ndarray:
+        """BK_sv (Def. 1): ``[n, 19]`` P(value of a respondent's FIRST tuple in the views | the
+        class of its QI row, that tuple is in view ``t``) — columns age, gender code (0 = "1",
+        1 = "2"), weight, as in the schema; ``t`` = 1, 2, ... the release. Exact
+        (:func:`first_appearance_tables`): a mixture of the admission exams of week t and of the
+        patients admitted before view 1 and seen for the first time in week t (an exam, or their
+        death or discharge, always recorded), whose share shrinks with t. So every value,
+        deceased and discharged included, has positive probability (presence < 1). The law
+        depends on t: the knowledge passes the release's time (``release.t``)."""
+        require(
+            isinstance(t, (int, np.integer)) and not isinstance(t, bool) and t >= 1, "t", "a release number >= 1", t
+        )
+        if self._first is None or t > len(self._first):  # first use, or beyond: propagate (deterministic)
+            views = max(int(t), max(self.horizon, 2) if self._first is None else 2 * len(self._first))
+            self._first = _readonly(first_appearance_tables(self._t3, self.presence, views))
+        return self._first[int(t) - 1][qi_class(qi)]
+
+    def admission_sv(self, qi: np.ndarray) -> np.ndarray:
+        """``[n, 19]`` P(value of the admission exam | class of the QI row) (:func:`bk_sv_table`):
+        the first value of a new patient; deceased/discharged have probability 0. The first tuple
+        in the views of a patient admitted during the views; :meth:`bk_sv` is the law of every
+        first tuple."""
         return self._sv[qi_class(qi)]
 
     def seq_class(self, qi: np.ndarray) -> np.ndarray:

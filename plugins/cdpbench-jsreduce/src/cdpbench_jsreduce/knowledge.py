@@ -25,8 +25,9 @@ computed on a publication (an estimator's output; with ``posterior=None`` the fr
 without any knowledge). :meth:`prior` returns, for every record of a release:
 
 * BK_sv when its respondent has no stored posterior (first appearance, Algorithm 1 line 4 and
-  §4.5): ``model.bk_sv(qi)`` (``bk_sv="model"``) or the uniform distribution (``"uniform"``, for
-  data sets without a model; only ``ie`` can run on those);
+  §4.5): ``model.bk_sv(qi, t)``, the law of a first appearance in release ``t`` (bkseq: patients
+  admitted before view 1 are first seen in later views) (``bk_sv="model"``) or the uniform distribution
+  (``"uniform"``, for data sets without a model; only ``ie`` can run on those);
 * otherwise RBK^sv, §5.3 / Algorithm 3, over its last ``n`` stored posteriors PK_1..PK_n (oldest
   first; ``n`` as under *Gaps* below):
 
@@ -477,7 +478,7 @@ class SequentialKnowledge(Knowledge):
         n, m = len(release), release.n_values
         if self.params.bk_sv == "uniform":
             return np.full((n, m), 1.0 / m)
-        bk = np.asarray(self.model(release).bk_sv(release.qi), dtype=float)
+        bk = np.asarray(self.model(release).bk_sv(release.qi, release.t), dtype=float)
         if bk.shape != (n, m):
             raise DataError(f"knowledge {self.name!r}: model.bk_sv returned shape {bk.shape}, expected {(n, m)}")
         return bk.copy()

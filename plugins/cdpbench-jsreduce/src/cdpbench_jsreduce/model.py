@@ -24,9 +24,11 @@ class SequenceModel(Protocol):
     values: tuple[str, ...]  # the sensitive domain, index = code
     max_order: int  # the generator's transitions depend on at most this many past values
 
-    def bk_sv(self, qi: np.ndarray) -> np.ndarray:
+    def bk_sv(self, qi: np.ndarray, t: int) -> np.ndarray:
         """BK_sv (JS-reduce Def. 1): ``[n, m]`` P(value | QI) for records with QI rows ``qi``
-        (columns in the data set's schema order) — the distribution of a first exam."""
+        (columns in the data set's schema order) whose respondent is first seen in release ``t``
+        — the law of a first appearance, which may depend on ``t`` (bkseq: patients admitted
+        before view 1 are first seen later, some at their discharge or death)."""
         ...
 
     def bk_seq(self, steps: int) -> np.ndarray:
