@@ -83,26 +83,31 @@ def task(cfg: DictConfig) -> Outcome:
     from . import launch, runner, tracking
     from .record import FAILED, FINISHED, SKIPPED, RunRecord
 
+    tracking.install_log_redaction()
     try:
         hc = HydraConfig.get()
         overrides = list(hc.overrides.task)
         job_dir = Path(hc.runtime.output_dir)
         preset = hc.runtime.choices.get("experiment")
         num = hc.job.get("num")
+        _redact_hydra_files(job_dir, hc.output_subdir)
     except ValueError:  # called outside Hydra (tests)
         overrides, job_dir, preset, num = [], Path.cwd(), None, None
     sweep = tracking.sweep_info()
-    name = cfg.tracking.get("run_name") or launch.run_name(overrides, preset, sweep.get("varying"))
+    # Nothing a run records or prints holds a URI's credentials (tracking.redact_uri): not its
+    # name, tags, parameters, config.yaml, error, log lines, nor Hydra's files in its folder.
+    name = tracking.redact_text(cfg.tracking.get("run_name") or launch.run_name(overrides, preset, sweep.get("varying")))
     label = launch.short_label(name)
     if sweep.get("jobs") and num is not None:
         label = f"[{num + 1}/{sweep['jobs']}] {label}"
     if sweep.get("sweep_progress"):
         _quiet_console()  # the launching process draws one line for the whole sweep
-    tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(overrides),
+    tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(tracking.redact_text(o) for o in overrides),
             "cdpbench.config_hash": tracking.config_hash(cfg)}
     if num is not None:
         tags["cdpbench.job"] = str(num)
-    params = tracking.flatten(OmegaConf.to_container(cfg, resolve=True))
+    safe_cfg = tracking.redact_config(OmegaConf.to_container(cfg, resolve=True))
+    params = tracking.flatten(safe_cfg)
     record = RunRecord(name, tags, params, job=num)
     if sweep.get("resume"):  # a job whose config already has a FINISHED run is not run again
         folder = tracking.sweep_dir()
@@ -124,7 +129,7 @@ def task(cfg: DictConfig) -> Outcome:
         table = runner.run_releases(cfg, comp, on_release=record.add_metrics, progress=show, label=label)
         with tempfile.TemporaryDirectory() as tmp:  # nothing lands unless the whole run succeeded
             tmpdir = Path(tmp)
-            (tmpdir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            (tmpdir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(safe_cfg)))
             table.to_csv(tmpdir / "metrics.csv")
             if cfg.tracking.get("plot"):
                 from . import plots
@@ -184,7 +189,24 @@ def plugin_tags(comp) -> dict[str, str]:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "unknown error"
+    from .tracking import redact_text
+
+    return redact_text(" ".join(text.split())) or "unknown error"
+
+
+def _redact_hydra_files(job_dir: Path, output_subdir: str | None) -> None:
+    """Hydra saves a job's overrides and configs (``.hydra/overrides.yaml``, ``config.yaml``,
+    ``hydra.yaml``) in its folder before the job starts, as typed, and a sweep's
+    ``multirun.yaml`` in the sweep folder: rewritten here with every URI redacted
+    (:func:`cdpbench.tracking.redact_text`), so no credential stays on disk past a job's start."""
+    from .tracking import redact_file, sweep_dir
+
+    if output_subdir:
+        for f in sorted((job_dir / str(output_subdir)).glob("*.yaml")):
+            redact_file(f)
+    folder = sweep_dir()
+    if folder is not None:
+        redact_file(folder / "multirun.yaml")
 
 
 def _quiet_console() -> None:
@@ -280,23 +302,29 @@ def _job_line(job: int | None, name: str, reason: str) -> str:
 
 def run_hydra(argv: list[str]) -> int:
     from .recorder import Recorder
+    from .tracking import install_log_redaction
+
+    install_log_redaction()  # Hydra's launchers log every job's overrides
 
     # The recorder process imports MLflow (about 3 s of CPU here) on the other core while this one
     # checks the command line and runs; it touches no store until opened, and is let go when the
     # command is refused, read-only, or runs with tracking off.
-    rerun = RERUN_FLAG in argv  # cdpbench's own flag: Hydra never sees it
-    argv = [a for a in argv if a != RERUN_FLAG]
+    from .launch import LARGE_GRID_FLAG
+
+    rerun = RERUN_FLAG in argv  # cdpbench's own flags: Hydra never sees them
+    large_grid = LARGE_GRID_FLAG in argv
+    argv = [a for a in argv if a not in (RERUN_FLAG, LARGE_GRID_FLAG)]
     read_only = any(a.split("=")[0] in ("--hydra-help", "--cfg", "-c", "--info", "-i", "--help", "-h") for a in argv)
     untracked = any(re.fullmatch(r"\+{0,2}tracking\.enabled=(false|False)", a) for a in argv)
     recorder = None if read_only or untracked else Recorder()
     try:
-        return _run_checked(argv, recorder, rerun)
+        return _run_checked(argv, recorder, rerun, large_grid)
     finally:
         if recorder is not None and recorder.proc.returncode is None:
             recorder.cancel()
 
 
-def _run_checked(argv: list[str], recorder, rerun: bool = False) -> int:
+def _run_checked(argv: list[str], recorder, rerun: bool = False, large_grid: bool = False) -> int:
     from hydra._internal.utils import get_args_parser
 
     from . import launch
@@ -312,23 +340,40 @@ def _run_checked(argv: list[str], recorder, rerun: bool = False) -> int:
     if args.hydra_help or args.cfg or args.info:  # read-only: print, run nothing
         for o in launch.parse_overrides(hydra, args.overrides):
             launch.check_override(o)
+        import contextlib
+        import io
+
         from hydra.errors import HydraException
 
+        from .tracking import redact_text
+
+        shown = io.StringIO()
         try:
-            if args.hydra_help:
-                hydra.hydra_help(config_name=launch.CONFIG_NAME, args_parser=get_args_parser(), args=args)
-            elif args.cfg:
-                hydra.show_cfg(config_name=launch.CONFIG_NAME, overrides=args.overrides, cfg_type=args.cfg,
-                               package=args.package, resolve=args.resolve)
-            else:
-                hydra.show_info(args.info, config_name=launch.CONFIG_NAME, overrides=args.overrides)
+            with contextlib.redirect_stdout(shown):  # printed with URIs redacted, like everything else
+                _show(hydra, args)
         except HydraException as e:  # e.g. --cfg with a sweep: Hydra shows one config, not a sweep's
             raise ConfigError(f"cannot show the config: {_one_line(str(e))}") from None
+        finally:
+            sys.stdout.write(redact_text(shown.getvalue()))
         return 0
-    plan = launch.prepare(hydra, args.overrides, args.multirun)
+    plan = launch.prepare(hydra, args.overrides, args.multirun, large_grid)
     if plan.multirun:
         return run_sweep(hydra, plan, recorder, rerun)
     return run_single(hydra, plan, recorder)
+
+
+def _show(hydra, args) -> None:
+    from hydra._internal.utils import get_args_parser
+
+    from . import launch
+
+    if args.hydra_help:
+        hydra.hydra_help(config_name=launch.CONFIG_NAME, args_parser=get_args_parser(), args=args)
+    elif args.cfg:
+        hydra.show_cfg(config_name=launch.CONFIG_NAME, overrides=args.overrides, cfg_type=args.cfg,
+                       package=args.package, resolve=args.resolve)
+    else:
+        hydra.show_info(args.info, config_name=launch.CONFIG_NAME, overrides=args.overrides)
 
 
 def _open_recorder(recorder, plan, root: Path, folder: Path, sweep: dict | None):
@@ -382,8 +427,9 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     resume = not rerun and recorder is not None and bool(plan.master.tracking.get("enabled", True))
     folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume)
     total = len(plan.jobs)
-    sweep = {"jobs": total, "name": f"{plan.preset or 'sweep'} ({folder.name})", "resume": resume,
-             "tags": {"cdpbench.overrides": " ".join(plan.overrides), "cdpbench.jobs": str(total)}}
+    sweep = {"jobs": total, "name": tracking.redact_text(f"{plan.preset or 'sweep'} ({folder.name})"), "resume": resume,
+             "tags": {"cdpbench.overrides": " ".join(tracking.redact_text(o) for o in plan.overrides),
+                      "cdpbench.jobs": str(total)}}
     recorder = _open_recorder(recorder, plan, root, folder, sweep)
     bar = None
     interrupted = True
@@ -401,6 +447,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     finally:
         if bar is not None:
             bar.close()
+        tracking.redact_file(folder / "multirun.yaml")  # Hydra's copy of the sweep, as typed (jobs redact it too)
         summary = recorder.finish(interrupted=interrupted) if recorder is not None else None
     if summary is None:
         summary = _unrecorded_summary(folder, total)
@@ -464,6 +511,13 @@ def record_command(argv: list[str]) -> int:
     return 0
 
 
+def _redacting_excepthook(kind, value, tb) -> None:
+    """An unexpected error's traceback, with URIs redacted (MLflow's messages name the URL)."""
+    from .tracking import redact_text
+
+    sys.stderr.write(redact_text("".join(traceback.format_exception(kind, value, tb))))
+
+
 def _interrupt(signum, frame):  # SIGTERM ends a run like Ctrl-C: runs are marked, not left RUNNING
     raise KeyboardInterrupt
 
@@ -472,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    sys.excepthook = _redacting_excepthook
     try:
         if argv[:1] in (["--help"], ["-h"], ["help"]):
             from .help_cmd import help_command
@@ -501,7 +556,9 @@ def main(argv: list[str] | None = None) -> int:
             return server_command(argv[1:])
         return run_hydra(argv)
     except CdpbenchError as e:
-        print(f"error: {e}", file=sys.stderr)
+        from .tracking import redact_text
+
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; runs still open were marked FAILED", file=sys.stderr)

@@ -17,9 +17,9 @@ usage:
                                 (cdpbench report -h for every option)
   cdpbench tables [--check]     README tables from committed results (report --export F.csv)
   cdpbench -m ... --rerun       run every job again (by default a sweep skips the jobs whose
-                                config already has a FINISHED run in the experiment)
-  cdpbench server [--port P]    an MLflow server for a team (127.0.0.1 by default); jobs log to
-                                it with MLFLOW_TRACKING_URI=http://127.0.0.1:P
+                                config has a FINISHED run); --large-grid: over 1,000 jobs
+  cdpbench server [--port P]    an MLflow server for a team (127.0.0.1 by default; --dry-run);
+                                jobs log to it with MLFLOW_TRACKING_URI=http://127.0.0.1:P
   cdpbench help                 this page (also -h, --help)
 
 examples:

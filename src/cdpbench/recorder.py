@@ -73,6 +73,8 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
     not end is written with status ``unfinished`` and ``reason``."""
     from mlflow.entities import Metric, Param, RunTag
 
+    from .tracking import redact_text
+
     status, error = record.status, record.error
     if status not in (FINISHED, FAILED):
         status, error = unfinished, reason
@@ -82,11 +84,15 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
         tags["cdpbench.sweep_id"] = parent
     if commit:
         tags["mlflow.source.git.commit"] = commit
+    # the job redacted its record already; a record written by an older version, or by hand, is
+    # redacted here: no URI credential reaches MLflow (cdpbench.tracking.redact_uri)
+    error = redact_text(error) if error else error
     if error:
         tags[ERROR_TAG] = error[:5000]
-    run_id = c.create_run(experiment_id, start_time=record.start_time, run_name=record.name).info.run_id
-    tag_items = [RunTag(k, str(v)) for k, v in tags.items()]
-    params = [Param(k, str(v)[:6000]) for k, v in record.params.items()]
+    run_name = redact_text(record.name)
+    run_id = c.create_run(experiment_id, start_time=record.start_time, run_name=run_name).info.run_id
+    tag_items = [RunTag(k, redact_text(str(v))) for k, v in tags.items()]
+    params = [Param(k, redact_text(str(v))[:6000]) for k, v in record.params.items()]
     metrics = [Metric(k, v, ts, step) for step, ts, row in record.metrics for k, v in row.items()]
     for i in range(0, max(len(tag_items), len(params), 1), 100):
         c.log_batch(run_id, params=params[i : i + 100], tags=tag_items[i : i + 100])
@@ -224,7 +230,7 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
             c.set_tag(parent, f"{SKIPPED_TAG}.{i // SKIPPED_PER_TAG}", ",".join(skipped[i : i + SKIPPED_PER_TAG]))
         ok = not failed and not missing and not interrupted
         c.set_terminated(parent, FINISHED if ok else FAILED)
-    return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": header["uri"]}
+    return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": tracking.redact_uri(header["uri"])}
 
 
 def main() -> int:
@@ -286,7 +292,9 @@ class Recorder:
                 signal.signal(signal.SIGINT, previous)
         lines = out.strip().splitlines()
         if self.proc.returncode != 0 or not lines:
-            reason = next((ln for ln in reversed(err.strip().splitlines()) if ln.strip()), "it stopped")
+            from .tracking import redact_text
+
+            reason = redact_text(next((ln for ln in reversed(err.strip().splitlines()) if ln.strip()), "it stopped"))
             raise CdpbenchError(f"the runs could not be written to MLflow ({reason.strip()}); their results are in "
                                 f"{self.folder}; write them later with: cdpbench record {self.folder}")
         return json.loads(lines[-1])

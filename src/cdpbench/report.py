@@ -74,6 +74,7 @@ def report_command(argv: list[str]) -> int:
     if (args.panels or args.diagonal) and not args.against:
         raise CdpbenchError("--panels and --diagonal go with --against PARAM")
     uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
+    existing_store(uri, args.tracking_uri)
     c = tracking.client(uri)
     parent, runs, name = _select_runs(c, args)
     if not args.include_unfinished:
@@ -150,6 +151,7 @@ def report_command(argv: list[str]) -> int:
 
 def _export_command(args) -> int:
     uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
+    existing_store(uri, args.tracking_uri)
     c = tracking.client(uri)
     parent, runs, name = _select_runs(c, args)
     if not args.include_unfinished:
@@ -173,6 +175,29 @@ def _export_command(args) -> int:
     n = table.count("\n") - 1
     print(f"export:  {args.export}  ({len(runs)} runs of {name}, {n} rows)")
     return 0
+
+
+def existing_store(uri: str, given: str | None = None) -> None:
+    """A local store (a SQLite file, a file store folder) must exist: ``report`` reads runs and
+    never creates a store (MLflow would create an empty database at a mistyped path)."""
+    import os
+    from urllib.parse import unquote, urlsplit
+
+    if uri.startswith("sqlite:"):
+        if not uri.startswith("sqlite:///"):
+            return  # in memory, or a URI form MLflow resolves itself
+        path = Path(unquote(uri[len("sqlite:///"):].split("?", 1)[0]))
+        kind = "SQLite store"
+    elif uri.startswith("file:") or "://" not in uri:
+        path = Path(unquote(urlsplit(uri).path) if uri.startswith("file:") else uri)
+        kind = "file store"
+    else:
+        return  # a server or database: nothing is created by reading it
+    if not path.exists():
+        where = "--tracking-uri" if given else ("MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
+                                                else "the default store")
+        raise CdpbenchError(f"report: no MLflow {kind} at {str(path)[:120]} (from {where}); report never creates a "
+                            f"store: check the path")
 
 
 def _matches(key: str, pattern: str) -> bool:
@@ -312,7 +337,9 @@ def _ru_points(runs, histories, labels, risk: str, loss: str) -> dict[str, tuple
 
 def browse_hint(uri: str, experiment_id: str) -> str:
     """Where to look at the runs: a tracking server's own UI, else the ``mlflow ui`` command that
-    serves the store (``mlflow ui --backend-store-uri http://...`` does not work)."""
+    serves the store (``mlflow ui --backend-store-uri http://...`` does not work). Credentials
+    in the URI are shown as ``***`` (:func:`cdpbench.tracking.redact_uri`)."""
+    uri = tracking.redact_uri(uri)
     if uri.startswith(("http://", "https://")):
         return f"{uri.rstrip('/')}/#/experiments/{experiment_id}"
     mlflow_cmd = Path(sys.executable).parent / "mlflow"
@@ -445,11 +472,11 @@ def _select_runs(c, args):
         try:
             exp_ids = [c.get_run(parent).info.experiment_id]
         except Exception:
-            raise CdpbenchError(f"no MLflow run with id {parent!r} in {c.tracking_uri}") from None
+            raise CdpbenchError(f"no MLflow run with id {parent!r} in {tracking.redact_uri(c.tracking_uri)}") from None
     else:
         sweeps = c.search_runs(exp_ids, filter_string="tags.`cdpbench.kind` = 'sweep'", order_by=["attributes.start_time DESC"], max_results=1)
         if not sweeps:
-            raise CdpbenchError(f"no sweep found in {c.tracking_uri}; run one with `cdpbench -m ...` first")
+            raise CdpbenchError(f"no sweep found in {tracking.redact_uri(c.tracking_uri)}; run one with `cdpbench -m ...` first")
         parent = sweeps[0].info.run_id
     runs = c.search_runs(exp_ids, filter_string=f"tags.mlflow.parentRunId = '{parent}'", max_results=5000)
     runs += _skipped_runs(c, parent)

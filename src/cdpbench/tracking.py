@@ -14,9 +14,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -48,6 +50,113 @@ def tracking_uri(cfg: DictConfig | None = None, root: Path | None = None) -> str
         return str(cfg.tracking.uri)
     root = root or project_root()
     return f"sqlite:///{(root / 'outputs' / 'mlflow.db').resolve()}"
+
+
+#: query-string parameters whose value is a secret (a match anywhere in their name, any case)
+SECRET_QUERY = re.compile(r"pass|pwd|token|secret|key|sig|auth|cred", re.I)
+#: a URI in free text: ``scheme://`` up to white space or a quote; Hydra's launchers log
+#: overrides escaped (``http\://alice\:pw@host``), hence the optional backslashes
+_URI_IN_TEXT = re.compile(r"""[A-Za-z][A-Za-z0-9+.-]*\\?://[^\s'"<>`]+""")
+REDACTED = "***"
+#: SQLAlchemy database URIs (``postgresql+psycopg2://user@db/name``): there a user info without
+#: ``:`` is a user name (its password comes from elsewhere, e.g. ``.pgpass``) and is shown; in
+#: any other URI (``https://TOKEN@host``) it is taken for a token and hidden
+DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mariadb", "mssql", "oracle", "sqlite", "cockroachdb")
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` as it may be recorded or printed: the password of its user info replaced by
+    ``***`` (``http://alice:***@host``; a token alone, ``http://***@host``) and so is the value
+    of every query parameter whose name says it is a secret (``password``, ``token``, ``key``,
+    ``secret``, ``sig``, ``auth``, ``cred``, ...). A URI without either is returned unchanged.
+    A database URI's user name without a password (``postgresql://ml@db/mlflow``) is shown
+    (:data:`DATABASE_SCHEMES`). The process itself keeps connecting with the real URI: only what
+    is shown is redacted."""
+    if not isinstance(uri, str) or "://" not in uri:
+        return uri
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # not a URI after all (e.g. an invalid IPv6 host): hide what follows '://'
+        scheme, _, rest = uri.partition("://")
+        return f"{scheme}://{REDACTED}" if ("@" in rest or "=" in rest) else uri
+    netloc, query = parts.netloc, parts.query
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        if colon:
+            netloc = f"{user}:{REDACTED}@{host}"
+        elif parts.scheme.lower().partition("+")[0] not in DATABASE_SCHEMES:
+            netloc = f"{REDACTED}@{host}"
+    if query:
+        fields = []
+        for field in query.split("&"):
+            name, eq, value = field.partition("=")
+            fields.append(f"{name}={REDACTED}" if eq and value and SECRET_QUERY.search(name) else field)
+        query = "&".join(fields)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return uri
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URI in it passed through :func:`redact_uri` (overrides, messages,
+    YAML files): what cdpbench records or prints goes through this or :func:`redact_uri`."""
+    if not isinstance(text, str) or "://" not in text:
+        return text
+
+    def one(m: re.Match) -> str:
+        found = m.group(0)
+        plain = re.sub(r"\\(.)", r"\1", found)  # Hydra's escaping undone
+        clean = redact_uri(plain)
+        return found if clean == plain else clean
+
+    return _URI_IN_TEXT.sub(one, text)
+
+
+def redact_config(data: Any) -> Any:
+    """A config container (``OmegaConf.to_container``) with every string value passed through
+    :func:`redact_text`: what a run records as parameters and as its ``config.yaml``."""
+    if isinstance(data, dict):
+        return {k: redact_config(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact_config(v) for v in data]
+    return redact_text(data) if isinstance(data, str) else data
+
+
+def redact_file(path: Path) -> None:
+    """Rewrite a text file (Hydra's ``.hydra/*.yaml``, ``multirun.yaml``) with its URIs redacted;
+    a file that holds none is left untouched."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return
+    clean = redact_text(text)
+    if clean != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(clean)
+        os.replace(tmp, path)
+
+
+def install_log_redaction() -> None:
+    """Redact URIs in every log record of this process (Hydra's launchers log each job's
+    overrides, e.g. ``#0 : tracking.uri=http://alice:s3cret@host``). Idempotent."""
+    old = logging.getLogRecordFactory()
+    if getattr(old, "_cdpbench_redacts", False):
+        return
+
+    def factory(*args, **kwargs):
+        record = old(*args, **kwargs)
+        try:
+            msg = record.getMessage()
+        except Exception:  # a malformed record: let logging report it as it would
+            return record
+        clean = redact_text(msg)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        return record
+
+    factory._cdpbench_redacts = True
+    logging.setLogRecordFactory(factory)
 
 
 def artifact_root(root: Path | None = None) -> str:

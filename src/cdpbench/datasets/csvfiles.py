@@ -99,14 +99,20 @@ class CsvReleases(Dataset):
         for entry in self.params.files:
             expanded = os.path.expanduser(entry)
             if _is_pattern(expanded):
-                matches = sorted((m for m in glob.glob(expanded) if os.path.isfile(m)), key=_natural_key)
+                matches = sorted(glob.glob(expanded), key=_natural_key)
                 if not matches:
                     raise DataError(f"files: no file matches the pattern {entry!r}")
+                for m in matches:  # a folder among the matches is refused, never skipped (releases would shift)
+                    if not os.path.isfile(m):
+                        raise DataError(f"files: {m!r} (matched by {entry!r}) is {_not_a_file(m)}; a release is a "
+                                        f"file: move it away or narrow the pattern")
                 paths.extend(Path(m) for m in matches)
             else:
                 path = Path(expanded)
-                if not path.is_file():
+                if not path.exists():
                     raise DataError(f"files: file {entry!r} not found")
+                if not path.is_file():
+                    raise DataError(f"files: {entry!r} is {_not_a_file(expanded)}; a release is a file")
                 paths.append(path)
         for path in paths:
             if _format(path) is None:
@@ -152,6 +158,10 @@ class CsvReleases(Dataset):
             except DataError as e:
                 raise DataError(f"{e} [file {str(path)!r}]") from None
             yield release
+
+
+def _not_a_file(path: str) -> str:
+    return "a folder" if os.path.isdir(path) else "not a regular file"
 
 
 def _format(path: Path) -> str | None:
