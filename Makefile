@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PLUGINS := $(wildcard plugins/*)
 SETUP := pyproject.toml $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: run test bench install clean
+.PHONY: run test bench install clean mutate
 
 install: $(STAMP)
 
@@ -29,6 +29,13 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# Mutation check (cosmic-ray, the 'mutate' extra) of the modules that compute the papers' quantities,
+# on a scratch copy of the tree, one process, about 30 min; not part of `make test`. mutation/README.md.
+# Options: make mutate MUTATE_ARGS='--plugins classic,bcf --out mutation/results/x.csv'
+mutate: $(STAMP)
+	$(BIN)/python -c 'import cosmic_ray' 2>/dev/null || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[mutate]'
+	$(BIN)/python mutation/run.py $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV) outputs/multirun outputs/runs
