@@ -73,12 +73,7 @@ def report_command(argv: list[str]) -> int:
         raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter)")
     if (args.panels or args.diagonal) and not args.against:
         raise CdpbenchError("--panels and --diagonal go with --against PARAM")
-    uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
-    existing_store(uri, args.tracking_uri)
-    c = tracking.client(uri)
-    parent, runs, name = _select_runs(c, args)
-    if not args.include_unfinished:
-        runs = _finished(runs, name)
+    uri, c, parent, runs, name = _selected(args)
     histories = {r.info.run_id: _histories(c, r) for r in runs}
     labels = _labels(runs)
     series: dict[str, pd.Series] = {}
@@ -149,13 +144,20 @@ def report_command(argv: list[str]) -> int:
     return 0
 
 
-def _export_command(args) -> int:
+def _selected(args):
+    """``(uri, client, parent, runs, name)``: the store (never created) and the runs the
+    arguments select (FINISHED ones unless ``--include-unfinished``)."""
     uri = args.tracking_uri or tracking.tracking_uri(root=Path.cwd())
     existing_store(uri, args.tracking_uri)
     c = tracking.client(uri)
     parent, runs, name = _select_runs(c, args)
     if not args.include_unfinished:
         runs = _finished(runs, name)
+    return uri, c, parent, runs, name
+
+
+def _export_command(args) -> int:
+    uri, c, parent, runs, name = _selected(args)
     patterns = [p.strip() for p in (args.metric or "").split(",") if p.strip()]
     histories = {}
     for r in runs:

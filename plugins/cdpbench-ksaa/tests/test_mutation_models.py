@@ -5,6 +5,9 @@ respondent's prior no mass."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +16,9 @@ from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench_ksaa.linkability import candidates
 from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_ksaa_j_similarity_join import two_releases  # noqa: E402  (Mondrian k = 6 on two adult_sequential releases)
 
 
 def reg():
@@ -55,19 +61,6 @@ def test_linkability_levels_on_the_four_record_update():
     kd = reg().create("privacy_model", "k_diversity", {"k": 2, "transitions": "none"}).verify(p2, ctx)
     assert kd.levels["unplaced"] == 1.0  # respondent 1, linked to nothing by the full matching join
     assert kd.levels["linkable_values"] >= 1.0  # the minimum over placed respondents only
-
-
-def two_releases(seed):
-    rels = list(AdultSequential(AdultSequentialParams(records=300, releases=2, update_rate=0.0,
-                                                      qi_sets=[["sex", "race"], ["sex", "education"]])).releases(np.random.default_rng(seed)))
-    mondrian = reg().create("anonymizer", "mondrian", {})
-    kmodel = reg().create("privacy_model", "k_anonymity", {"k": 6})
-    h, pubs = History(), []
-    for r in rels:
-        mctx = ModelContext(r.schema, r.sensitive_distribution(), h, r)
-        pubs.append(mondrian.publish(r, PublishContext(kmodel, mctx, h, np.random.default_rng(0))))
-        h = History(h.releases + [r], h.publications + [pubs[-1]])
-    return rels, pubs
 
 
 def test_joined_prior_falls_back_to_the_prior_when_the_join_leaves_it_no_mass():
