@@ -146,3 +146,109 @@ def test_reaping_deletes_a_half_written_run_and_records_its_job_again(tmp_path, 
     assert kids["open"].info.status == "KILLED" and kids["open"].info.status != RUNNING
     assert c.get_run(parent).info.status == "KILLED"
     assert reap_orphans(c, exp, None) == []  # nothing left to reap
+
+
+# ------------------------------------------------------------- relaunching into the same folder
+from conftest import SMALL  # noqa: E402
+
+SAME = ["-m", *SMALL, "privacy_model=k_anonymity", "seed=0,1", "hydra.sweep.dir=same"]
+JOBLIB = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+
+
+def sweeps(c):
+    return sorted((r for r in runs(c) if r.data.tags.get("cdpbench.kind") == "sweep"), key=lambda r: r.info.start_time)
+
+
+def children(c, parent):
+    return [r for r in runs(c) if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+
+
+def test_relaunch_into_the_same_folder_skips_every_job_and_the_report_shows_each_config_once(cli, mlflow_client):
+    cli(*SAME)
+    c = mlflow_client(cli.uri)
+    (first,) = sweeps(c)
+    old = {r.info.run_id for r in children(c, first)}
+    assert len(old) == 2
+    again = cli(*SAME, *JOBLIB)  # the folder holds the first launch's records and finished file
+    assert "sweep: 2 jobs FINISHED, 0 run" in again.stderr
+    for run_id in old:  # each job says which run it reused
+        assert f"skipped, FINISHED as MLflow run {run_id}" in again.stderr
+    second = sweeps(c)[1]
+    assert children(c, second) == []  # the first launch's records are not recorded again
+    assert set(second.data.tags["cdpbench.skipped_runs.0"].split(",")) == old
+    assert len([r for r in runs(c) if r.data.tags.get("cdpbench.kind") == "job"]) == 2
+    out = cli("report", "--latest").stdout
+    assert "(2 runs;" in out  # each config once
+    summary = next(ln for ln in out.splitlines() if ln.startswith("summary:")).split()[1]
+    import pandas as pd
+
+    assert len(pd.read_csv(summary)) == 2
+
+
+def test_rerun_into_the_same_folder_records_the_new_runs(cli, mlflow_client):
+    cli(*SAME, *JOBLIB)
+    c = mlflow_client(cli.uri)
+    (first,) = sweeps(c)
+    old = {r.info.run_id for r in children(c, first)}
+    again = cli(*SAME, "--rerun")
+    assert "skipped" not in again.stderr and "sweep: 2 jobs FINISHED, 2 run" in again.stderr
+    second = sweeps(c)[1]
+    assert second.info.status == "FINISHED"
+    kids = children(c, second)
+    assert len(kids) == 2 and not {r.info.run_id for r in kids} & old
+    assert {r.info.status for r in kids} == {"FINISHED"}
+    assert all(r.data.metrics for r in kids)
+    assert sorted(r.data.params["seed"] for r in kids) == ["0", "1"]
+    assert {r.info.run_id for r in children(c, first)} == old  # the old runs stay, under their parent
+    assert all(c.get_run(i).info.status == "FINISHED" for i in old)
+    recorded = {(p / "mlflow_run_id").read_text() for p in (cli.cwd / "same").iterdir() if (p / "mlflow_run_id").exists()}
+    assert recorded == {r.info.run_id for r in kids}
+
+
+def test_a_tampered_finished_file_is_ignored_and_the_jobs_run(cli, mlflow_client):
+    other = ["-m", *SMALL, "privacy_model=k_anonymity", "seed=5", "hydra.sweep.dir=other"]
+    cli(*other)  # a FINISHED run of another config
+    c = mlflow_client(cli.uri)
+    (foreign,) = [r.info.run_id for r in runs(c) if r.data.tags.get("cdpbench.kind") == "job"]
+    # the hashes of the configs to launch, from a launch with tracking off
+    cli(*SAME[:-1], "hydra.sweep.dir=probe", "tracking.enabled=false")
+    hashes = sorted(json.loads(f.read_text())["tags"]["cdpbench.config_hash"] for f in (cli.cwd / "probe").glob("*/run.json"))
+    assert len(hashes) == 2
+    folder = cli.cwd / "same"
+    folder.mkdir()
+    tampered = folder / ".cdpbench_finished.json"
+    tampered.write_text(json.dumps({"launch": None, "finished": {hashes[0]: "0" * 32, hashes[1]: foreign}}))
+    proc = cli(*SAME, *JOBLIB)
+    warning = [ln for ln in proc.stderr.splitlines() if str(tampered) in ln]
+    assert len(warning) == 1 and "tampered" in warning[0] and "does not exist" in warning[0]
+    assert "another config" in warning[0]
+    assert "skipped" not in proc.stderr and "sweep: 2 jobs FINISHED, 2 run" in proc.stderr
+    kids = children(c, sweeps(c)[-1])
+    assert len(kids) == 2 and {r.info.status for r in kids} == {"FINISHED"} and all(r.data.metrics for r in kids)
+
+
+def test_a_skip_the_store_does_not_confirm_is_recorded_failed(tmp_path):
+    """A finished file forged for the running launch: the recorder checks every skip in the store."""
+    import queue
+
+    from cdpbench import tracking
+    from cdpbench.record import SKIPPED, RunRecord
+    from cdpbench.recorder import serve
+
+    folder = tmp_path / "sweep"
+    rec = RunRecord("forged", {"cdpbench.kind": "job", "cdpbench.config_hash": "abc"}, {"seed": "0"}, job=0, launch="L")
+    rec.skipped_run = "0" * 32
+    rec.end(SKIPPED)
+    rec.write(folder / "0")
+    stale = RunRecord("old", {"cdpbench.kind": "job"}, {"seed": "1"}, job=1, launch="EARLIER")
+    stale.end("FINISHED")
+    stale.write(folder / "1")  # an earlier launch's record: not this launch's
+    commands: queue.Queue = queue.Queue()
+    commands.put("END")
+    header = {"uri": f"sqlite:///{tmp_path / 'm.db'}", "experiment": "x", "root": str(tmp_path), "folder": str(folder),
+              "start_time": 0, "sweep": {"jobs": 1, "name": "s", "resume": True, "launch": "L", "tags": {}}}
+    summary = serve(header, commands)
+    (run,) = summary["runs"]
+    assert run["status"] == "FAILED" and "does not exist" in run["error"]
+    assert str(folder / tracking.FINISHED_FILE) in run["error"]
+    assert json.loads((folder / tracking.FINISHED_FILE).read_text())["launch"] == "L"

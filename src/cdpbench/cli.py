@@ -81,7 +81,7 @@ def task(cfg: DictConfig) -> Outcome:
     from hydra.core.hydra_config import HydraConfig
 
     from . import launch, runner, tracking
-    from .record import FAILED, FINISHED, SKIPPED, RunRecord
+    from .record import FAILED, FINISHED, SKIPPED, RunRecord, forget_recorded
 
     tracking.install_log_redaction()
     try:
@@ -108,10 +108,14 @@ def task(cfg: DictConfig) -> Outcome:
         tags["cdpbench.job"] = str(num)
     safe_cfg = tracking.redact_config(OmegaConf.to_container(cfg, resolve=True))
     params = tracking.flatten(safe_cfg)
-    record = RunRecord(name, tags, params, job=num)
+    record = RunRecord(name, tags, params, job=num, launch=sweep.get("launch"))
+    try:  # a relaunch into the same folder: the earlier launch's run of this folder is not this one's
+        forget_recorded(job_dir)
+    except OSError:
+        pass
     if sweep.get("resume"):  # a job whose config already has a FINISHED run is not run again
-        folder = tracking.sweep_dir()
-        finished = tracking.wait_finished(folder) if folder is not None else None
+        folder = tracking.sweep_dir()  # (the recorder's answer for this launch, checked in the store)
+        finished = tracking.wait_finished(folder, sweep.get("launch")) if folder is not None else None
         if finished is None:
             log.warning("job %s: the recorder did not say which configs are FINISHED; running it", label)
         elif tags["cdpbench.config_hash"] in finished:
@@ -240,8 +244,9 @@ class SweepProgress:
     and prints each failed job's reason above the line as it happens.
     """
 
-    def __init__(self, folder: Path, total: int):
+    def __init__(self, folder: Path, total: int, launch: str | None = None):
         self.folder = folder
+        self.launch = launch
         self.total = total
         self.bar = None  # drawn once the first job has started, below the launcher's own lines
         self.started = time.time()
@@ -261,7 +266,7 @@ class SweepProgress:
     def update(self) -> None:
         from .record import FINISHED, RUNNING, SKIPPED, statuses
 
-        records = {**self.ended, **statuses(self.folder, skip=self.ended)}  # final records are read once
+        records = {**self.ended, **statuses(self.folder, skip=self.ended, launch=self.launch)}  # final records are read once
         self.ended.update((p, r) for p, r in records.items() if r.status != RUNNING)
         if self.bar is None:
             if not records:
@@ -420,14 +425,18 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     Resumable: unless ``--rerun``, a job whose config hash already has a FINISHED run in the
     experiment is skipped (the recorder tells the jobs which, :data:`tracking.FINISHED_FILE`)
     and listed with that run's id; FAILED and killed jobs run again."""
+    import uuid
+
     from . import launch, tracking
 
     root = Path.cwd()
     line = plan.progress and plan.launcher != "basic"
     resume = not rerun and recorder is not None and bool(plan.master.tracking.get("enabled", True))
-    folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume)
+    token = uuid.uuid4().hex  # this launch's: files an earlier launch left in the same folder are not its
+    folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume, launch=token)
     total = len(plan.jobs)
     sweep = {"jobs": total, "name": tracking.redact_text(f"{plan.preset or 'sweep'} ({folder.name})"), "resume": resume,
+             "launch": token,
              "tags": {"cdpbench.overrides": " ".join(tracking.redact_text(o) for o in plan.overrides),
                       "cdpbench.jobs": str(total)}}
     recorder = _open_recorder(recorder, plan, root, folder, sweep)
@@ -436,7 +445,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     crash: BaseException | None = None
     try:
         if line:
-            bar = SweepProgress(folder, total)
+            bar = SweepProgress(folder, total, token)
         with launch.batches_already_checked():
             hydra.multirun(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
         interrupted = False
@@ -450,7 +459,9 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
         tracking.redact_file(folder / "multirun.yaml")  # Hydra's copy of the sweep, as typed (jobs redact it too)
         summary = recorder.finish(interrupted=interrupted) if recorder is not None else None
     if summary is None:
-        summary = _unrecorded_summary(folder, total)
+        summary = _unrecorded_summary(folder, total, token)
+    for warning in summary.get("warnings", []):
+        print(warning, file=sys.stderr)
     runs, missing = summary["runs"], summary["missing"]
     failed = [r for r in runs if r["status"] not in ("FINISHED", "SKIPPED")]
     skipped = [r for r in runs if r["status"] == "SKIPPED"]
@@ -474,12 +485,12 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     return 1
 
 
-def _unrecorded_summary(folder: Path, total: int) -> dict:
-    """The recorder's summary, from the records alone (tracking off)."""
+def _unrecorded_summary(folder: Path, total: int, launch: str | None = None) -> dict:
+    """The recorder's summary, from this launch's records alone (tracking off)."""
     from .record import FAILED, RUNNING, statuses
 
     runs = []
-    for rec in statuses(folder).values():
+    for rec in statuses(folder, launch=launch).values():
         status = FAILED if rec.status == RUNNING else rec.status
         runs.append({"job": rec.job, "name": rec.name, "run_id": None, "status": status,
                      "error": rec.error or ("the job did not end" if rec.status == RUNNING else None)})

@@ -50,6 +50,9 @@ class RunRecord:
     end_time: int | None = None
     job: int | None = None  # the job's number in its sweep (0-based), None for a single run
     skipped_run: str | None = None  # SKIPPED: the FINISHED MLflow run with the same config hash
+    #: the sweep launch that wrote it (:func:`cdpbench.tracking.write_sweep_file`): a record left
+    #: in the folder by an earlier launch into the same folder is not this launch's
+    launch: str | None = None
 
     def add_metrics(self, step: int, row: dict[str, float]) -> None:
         self.metrics.append([int(step), now_ms(), {k: float(v) for k, v in row.items() if v is not None}])
@@ -72,6 +75,15 @@ class RunRecord:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+def forget_recorded(folder: Path) -> None:
+    """Remove the :data:`RECORDED_FILE` an earlier launch into the same folder left: a job writes
+    a new record, not yet in MLflow."""
+    try:
+        (Path(folder) / RECORDED_FILE).unlink()
+    except FileNotFoundError:
+        pass
+
+
 def find(folder: Path) -> list[Path]:
     """Every run record under ``folder`` (a run's folder, or a sweep's with one folder per job)."""
     folder = Path(folder)
@@ -80,15 +92,19 @@ def find(folder: Path) -> list[Path]:
     return sorted(folder.glob(f"*/{RECORD_FILE}"))
 
 
-def statuses(folder: Path, skip: Container[Path] = ()) -> dict[Path, RunRecord]:
+def statuses(folder: Path, skip: Container[Path] = (), launch: str | None = None) -> dict[Path, RunRecord]:
     """The records under ``folder`` that can be read now (one being replaced is read next time),
-    but for those in ``skip`` (final records a caller already holds: not parsed again)."""
+    but for those in ``skip`` (final records a caller already holds: not parsed again) and, when
+    ``launch`` is given, those written by another launch (left by an earlier launch into the same
+    folder)."""
     out = {}
     for path in find(folder):
         if path in skip:
             continue
         try:
-            out[path] = RunRecord.read(path)
+            rec = RunRecord.read(path)
         except (OSError, ValueError, TypeError):
             continue
+        if launch is None or rec.launch == launch:
+            out[path] = rec
     return out

@@ -23,11 +23,16 @@ gone): it deletes a run the recorder was killed while writing, records every job
 not in MLflow (those that ended as they ended), marks the others and the parent ``KILLED``.
 
 A resumed sweep (the default for sweeps, not with ``--rerun``): once the store is open the
-recorder writes :data:`~cdpbench.tracking.FINISHED_FILE` in the sweep folder, the config hash
-of every FINISHED job run of the experiment with its run id; a job listed there is not run but
-left as a ``SKIPPED`` record, and the parent run lists those runs
-(``cdpbench.skipped_runs.N`` tags, comma-separated run ids) so that ``cdpbench report`` shows
-the whole sweep.
+recorder writes :data:`~cdpbench.tracking.FINISHED_FILE` in the sweep folder, tagged with the
+launch's token, the config hash of every FINISHED job run of the experiment with its run id; a
+job waits for the file of its own launch, and a job listed there is not run but left as a
+``SKIPPED`` record, and the parent run lists those runs (``cdpbench.skipped_runs.N`` tags,
+comma-separated run ids) so that ``cdpbench report`` shows the whole sweep. A skip is checked in
+the store before it is recorded: the run must exist in the experiment, be FINISHED and have the
+job's config hash (else the job is recorded FAILED, the finished file named). A finished file an
+earlier launch left in the folder is checked the same way before it is replaced: one that lists
+runs that are not so is reported as tampered with. Records of an earlier launch into the same
+folder (another launch token) are never recorded again.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ ORPHANED = "the job did not end: its sweep was killed (found by a later launch)"
 KILLED = "KILLED"
 RECORDER_TAG = "cdpbench.recorder"
 SKIPPED_TAG = "cdpbench.skipped_runs"
+LAUNCH_TAG = "cdpbench.launch"  # the sweep launch's token (cdpbench.tracking.write_sweep_file)
 SKIPPED_PER_TAG = 200  # run ids per tag: 200 x 33 characters stay below MLflow's 8,000
 
 
@@ -122,6 +128,38 @@ def finished_runs(c, experiment_id: str) -> dict[str, str]:
             return out
 
 
+def not_a_finished_run(c, experiment_id: str, run_id: Any, config_hash: str | None) -> str | None:
+    """Why ``run_id`` is not a FINISHED job run of the experiment with config hash
+    ``config_hash`` (None when it is one)."""
+    try:
+        r = c.get_run(str(run_id))
+    except Exception:
+        return f"run {str(run_id)[:40]!r} does not exist"
+    if r.info.experiment_id != experiment_id or r.info.lifecycle_stage != "active":
+        return f"run {run_id} is not in the experiment"
+    if r.info.status != FINISHED:
+        return f"run {run_id} is {r.info.status}, not FINISHED"
+    if not config_hash or r.data.tags.get("cdpbench.config_hash") != config_hash:
+        return f"run {run_id} belongs to another config"
+    return None
+
+
+def check_finished_file(c, experiment_id: str, folder: Path) -> str | None:
+    """A one-line warning when the finished file left in ``folder`` (by an earlier launch, or
+    written there by hand) lists runs that are not FINISHED runs of their config in the store."""
+    from .tracking import FINISHED_FILE, read_finished
+
+    data = read_finished(folder)
+    if data is None:
+        return None
+    bad = [why for h, i in data["finished"].items() if (why := not_a_finished_run(c, experiment_id, i, str(h)))]
+    if not bad:
+        return None
+    more = f" and {len(bad) - 2} more" if len(bad) > 2 else ""
+    return (f"warning: ignored {folder / FINISHED_FILE}: it was tampered with ({'; '.join(bad[:2])}{more}); "
+            "the jobs were checked against the store instead")
+
+
 def _recorder_alive(pid: int) -> bool:
     """Is ``pid`` a live cdpbench recorder on this host?"""
     try:
@@ -155,7 +193,8 @@ def reap_orphans(c, experiment_id: str, commit: str | None) -> list[str]:
                                   "attributes.status = 'RUNNING'", max_results=1000):
             c.delete_run(half.info.run_id)
         folder = Path(p.data.tags.get("cdpbench.sweep_dir", ""))
-        records = statuses(folder) if folder.is_dir() else {}
+        launch = p.data.tags.get(LAUNCH_TAG)  # a later launch into the same folder left its own records
+        records = statuses(folder, launch=launch) if folder.is_dir() else {}
         for path, rec in records.items():
             if rec.status != SKIPPED and not (path.parent / RECORDED_FILE).exists():
                 ingest(c, experiment_id, path.parent, rec, p.info.run_id, commit, ORPHANED, unfinished=KILLED)
@@ -183,25 +222,37 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
     commit = tracking.git_commit(root)
     sweep = header.get("sweep")
     parent = None
+    launch = sweep.get("launch") if sweep else None
+    warnings: list[str] = []
     if sweep:
         reap_orphans(c, exp, commit)
         finished: dict[str, str] = {}
         try:
+            stale = check_finished_file(c, exp, folder)
+            if stale:
+                warnings.append(stale)
             if sweep.get("resume"):
                 finished = finished_runs(c, exp)
         finally:  # the jobs wait for this file: it is written whatever happens
-            tracking.write_finished(folder, finished)
+            tracking.write_finished(folder, finished, launch)
         tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"],
                 RECORDER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
+        if launch:
+            tags[LAUNCH_TAG] = launch
         if commit:
             tags["mlflow.source.git.commit"] = commit
         parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
     done: dict[Path, dict[str, Any]] = {}
 
     def record_final(reason: str | None) -> None:
-        for path, rec in statuses(folder, skip=done).items():
+        for path, rec in statuses(folder, skip=done, launch=launch).items():
             if rec.status == RUNNING and reason is None:
                 continue
+            if rec.status == SKIPPED:  # trusted only once the store confirms it
+                why = not_a_finished_run(c, exp, rec.skipped_run, rec.tags.get("cdpbench.config_hash"))
+                if why:
+                    rec.end(FAILED, f"skipped as {why}: {folder / tracking.FINISHED_FILE} was tampered with; "
+                                    "launch the sweep again to run it")
             if rec.status == SKIPPED:
                 run_id, status, error = rec.skipped_run, SKIPPED, None
             else:
@@ -230,7 +281,8 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
             c.set_tag(parent, f"{SKIPPED_TAG}.{i // SKIPPED_PER_TAG}", ",".join(skipped[i : i + SKIPPED_PER_TAG]))
         ok = not failed and not missing and not interrupted
         c.set_terminated(parent, FINISHED if ok else FAILED)
-    return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": tracking.redact_uri(header["uri"])}
+    return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": tracking.redact_uri(header["uri"]),
+            "warnings": warnings}
 
 
 def main() -> int:

@@ -222,14 +222,17 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = False) -> Path:
+def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = False, launch: str | None = None) -> Path:
     """The sweep folder's :data:`SWEEP_FILE` (job count, varying override keys, preset, whether
     the launching process draws the sweep's progress line, whether jobs already FINISHED in the
-    experiment are skipped), for the jobs to read wherever they run."""
+    experiment are skipped, this launch's token), for the jobs to read wherever they run. The
+    launch token ties the files of a launch together: the jobs' records and the recorder's
+    :data:`FINISHED_FILE` carry it, so that files left in the folder by an earlier launch into
+    the same folder are never taken for this launch's."""
     folder = root / plan.output_dir
     folder.mkdir(parents=True, exist_ok=True)
     info = {"jobs": len(plan.jobs), "varying": plan.varying, "preset": plan.preset, "sweep_progress": sweep_progress,
-            "resume": resume}
+            "resume": resume, "launch": launch}
     (folder / SWEEP_FILE).write_text(json.dumps(info, indent=1))
     return folder
 
@@ -246,27 +249,40 @@ def sweep_dir() -> Path | None:
         return None
 
 
-def write_finished(folder: Path, finished: dict[str, str]) -> None:
-    """The recorder's answer to a resumed sweep's jobs (atomic: a job reads all or nothing)."""
+def write_finished(folder: Path, finished: dict[str, str], launch: str | None = None) -> None:
+    """The recorder's answer to a resumed sweep's jobs, for launch ``launch`` (atomic: a job reads
+    all or nothing)."""
     tmp = folder / f".{FINISHED_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"finished": finished}))
+    tmp.write_text(json.dumps({"launch": launch, "finished": finished}))
     os.replace(tmp, folder / FINISHED_FILE)
 
 
-def wait_finished(folder: Path, timeout: float = 120.0) -> dict[str, str] | None:
-    """Config hash -> FINISHED run id, once the recorder has written it (it opens the store while
-    the jobs start); None if it has not within ``timeout`` seconds."""
+def read_finished(folder: Path) -> dict[str, Any] | None:
+    """The :data:`FINISHED_FILE` in ``folder`` as written (``launch``, ``finished``), whichever
+    launch wrote it; None if there is none or it is not one."""
+    try:
+        data = json.loads((folder / FINISHED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("finished"), dict):
+        return None
+    return data
+
+
+def wait_finished(folder: Path, launch: str | None = None, timeout: float = 120.0) -> dict[str, str] | None:
+    """Config hash -> FINISHED run id, once this launch's recorder has written it (it opens the
+    store while the jobs start); None if it has not within ``timeout`` seconds. A file left by
+    another launch (another ``launch`` token) is not this launch's answer: it is waited past."""
     import time
 
-    path = folder / FINISHED_FILE
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            return json.loads(path.read_text())["finished"]
-        except (OSError, ValueError, KeyError):
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(0.05)
+        data = read_finished(folder)
+        if data is not None and data.get("launch") == launch:
+            return {str(k): str(v) for k, v in data["finished"].items()}
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
 
 
 def sweep_info() -> dict[str, Any]:
