@@ -198,3 +198,23 @@ def test_show_config_redacts(tmp_path):
     out = _run(tmp_path, "--cfg", "job", "tracking.uri=http://alice:s3cret@h:5000")
     assert out.returncode == 0, out.stderr
     assert "uri: http://alice:***@h:5000" in out.stdout and SECRET not in out.stdout + out.stderr
+
+
+def test_a_long_secret_cut_in_a_refusal_is_redacted_first():
+    """A refusal echoes the override cut to 120 characters; cutting first would leave the start
+    of a long password that no URI parser can recognise any more (``http://alice:SSSS…``)."""
+    from cdpbench.launch import _cut_message, shorten
+
+    secret = "S" * 200
+    text = f"hydra.foo=http://alice:{secret}@127.0.0.1:9/x"
+    assert shorten(text) == "hydra.foo=http://alice:***@127.0.0.1:9/x"
+    cut = _cut_message(f"{text}: hydra.foo cannot be set")
+    assert "SSS" not in cut and cut.startswith("hydra.foo=http://alice:***@127.0.0.1:9/x: ")
+
+
+def test_a_long_secret_in_a_refused_override_is_not_printed(cli):
+    secret = "S" * 200
+    proc = cli("dataset.releases=1", f"hydra.foo=http://alice:{secret}@127.0.0.1:9/x", check=False)
+    assert proc.returncode == 2
+    assert "SSS" not in proc.stderr + proc.stdout
+    assert "http://alice:***@127.0.0.1:9/x: hydra.foo cannot be set from the command line" in proc.stderr

@@ -61,8 +61,11 @@ ECHO = 120
 
 
 def shorten(value: Any, width: int = ECHO) -> str:
-    """``value`` as text for a one-line message: newlines escaped, cut to ``width`` with "…"."""
-    text = value if isinstance(value, str) else repr(value)
+    """``value`` as text for a one-line message: credentials in URIs redacted first (a cut through
+    a password would leave its start unredactable), newlines escaped, cut to ``width`` with "…"."""
+    from .tracking import redact_text
+
+    text = redact_text(value if isinstance(value, str) else repr(value))
     text = text.replace("\r", "\\r").replace("\n", "\\n")
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -75,8 +78,11 @@ def echo(value: Any) -> str:
 
 
 def _cut_message(msg: str) -> str:
-    """An error message on one line, every echoed value still longer than :data:`ECHO` cut."""
-    msg = msg.replace("\r", "\\r").replace("\n", "\\n")
+    """An error message on one line, every echoed value still longer than :data:`ECHO` cut
+    (credentials in URIs redacted before anything is cut)."""
+    from .tracking import redact_text
+
+    msg = redact_text(msg).replace("\r", "\\r").replace("\n", "\\n")
     long = ECHO + 10
     return re.sub(r"'[^']{%d,}'|\"[^\"]{%d,}\"|\S{%d,}" % (long, long, long),
                   lambda m: m.group(0)[: ECHO - 1] + "…" + (m.group(0)[0] if m.group(0)[0] in "'\"" else ""), msg)
