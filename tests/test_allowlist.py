@@ -173,12 +173,30 @@ def own_conf(cli, tmp_path):
         ("hydra:\n  overrides:\n    task: ['+hydra.callbacks.x._target_=builtins.print']\n",
          "error: hydra.overrides cannot be set by a config or preset: Hydra fills it from the command line"),
         ("hydra:\n  run:\n    dir: /proc/${oc.env:SECRET}\n", f"error: hydra.run.dir: /proc/${{oc.env:SECRET}} {ENV_REFUSED}"),
+        ("hydra:\n  run:\n    dir: /etc/cdpbench\n",
+         "error: hydra.run.dir=/etc/cdpbench: a preset or config may only put outputs inside the launch folder (a "
+         "relative path without '..'); name another folder on the command line"),
+        ("hydra:\n  run:\n    dir: outputs/../../x\n",
+         "error: hydra.run.dir=outputs/../../x: a preset or config may only put outputs inside the launch folder (a "
+         "relative path without '..'); name another folder on the command line"),
     ],
 )
 def test_refused_in_a_preset(own_conf, cli, preset, message):
     proc = own_conf(preset)
     refused(proc, message.replace("{conf}", str(own_conf.conf)))
     assert nothing_created(cli.cwd)
+
+
+def test_outputs_a_preset_keeps_inside_and_the_command_line_may_move(own_conf, cli, tmp_path):
+    """A preset may put the run folder inside the launch folder; the command line may name any
+    folder (a cluster's shared disk), also over a preset's."""
+    proc = own_conf("hydra:\n  run:\n    dir: mine/run1\n", "tracking.enabled=false")
+    assert proc.returncode == 0, proc.stderr
+    assert (cli.cwd / "mine" / "run1" / "run.json").exists()
+    elsewhere = tmp_path / "elsewhere"
+    proc = own_conf("hydra:\n  run:\n    dir: /etc/cdpbench\n", f"hydra.run.dir={elsewhere}", "tracking.enabled=false")
+    assert proc.returncode == 0, proc.stderr
+    assert (elsewhere / "run.json").exists() and not Path("/etc/cdpbench").exists()
 
 
 def test_a_10_mb_value_is_cut_in_the_message(own_conf, cli):

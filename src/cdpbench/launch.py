@@ -521,6 +521,22 @@ def check_config(cfg: DictConfig) -> None:
         else:
             raise ConfigError(_refusal(path, h, launcher, list(rules), trusted))
         _check_value(cfg, path, rule)
+    given = {str(o).split("=", 1)[0].lstrip("+~")  # the command line's (Hydra files hydra.* ones apart)
+             for o in [*(h.overrides.get("task") or []), *(h.overrides.get("hydra") or [])]}
+    for key in OUTPUT_DIRS:
+        if key in changed and key not in given and not _inside_launch_folder(mine.get(key)):
+            raise ConfigError(f"{key}={shorten(mine.get(key))}: a preset or config may only put outputs inside the "
+                              f"launch folder (a relative path without '..'); name another folder on the command line")
+
+
+#: Output folders: any folder when named on the command line (the user's choice, e.g. a cluster's
+#: shared disk), only inside the launch folder when a preset or config sets them.
+OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+def _inside_launch_folder(value: Any) -> bool:
+    return (isinstance(value, str) and not value.startswith(("/", "~", "\\"))
+            and ".." not in Path(value).parts and ".." not in value.split("/"))
 
 
 def _refusal(path: str, h: DictConfig, launcher: str, allowed: list[str], trusted: dict) -> str:
