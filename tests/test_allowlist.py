@@ -179,6 +179,19 @@ def own_conf(cli, tmp_path):
         ("hydra:\n  run:\n    dir: outputs/../../x\n",
          "error: hydra.run.dir=outputs/../../x: a preset or config may only put outputs inside the launch folder (a "
          "relative path without '..'); name another folder on the command line"),
+        ("defaults:\n  - override /hydra/launcher: joblib\nhydra:\n  launcher:\n    temp_folder: /etc/cdpbench\n",
+         "error: hydra.launcher.temp_folder=/etc/cdpbench: a preset or config may only put outputs inside the launch "
+         "folder (a relative path without '..'); name another folder on the command line"),
+        ("tracking:\n  uri: sqlite:////etc/cdpbench.db\n",
+         "error: tracking.uri=sqlite:////etc/cdpbench.db: a preset or config may only put a SQLite store inside the "
+         "launch folder (sqlite:///RELATIVE/PATH without '..'); name another store on the command line or in "
+         "MLFLOW_TRACKING_URI"),
+        ("tracking:\n  uri: sqlite:///${hydra:runtime.cwd}/../x.db\n",
+         "error: tracking.uri: cannot resolve sqlite:///${hydra:runtime.cwd}/../x.db: ValueError raised while "
+         "resolving interpolation: HydraConfig was not set"),
+        ("tracking:\n  uri: file:///etc/cdpbench\n",
+         "error: tracking.uri=file:///etc/cdpbench: not a store cdpbench records to; allowed: sqlite://, http://, "
+         "https://, postgresql://, mysql://, mssql://, databricks://"),
     ],
 )
 def test_refused_in_a_preset(own_conf, cli, preset, message):
@@ -197,6 +210,12 @@ def test_outputs_a_preset_keeps_inside_and_the_command_line_may_move(own_conf, c
     proc = own_conf("hydra:\n  run:\n    dir: /etc/cdpbench\n", f"hydra.run.dir={elsewhere}", "tracking.enabled=false")
     assert proc.returncode == 0, proc.stderr
     assert (elsewhere / "run.json").exists() and not Path("/etc/cdpbench").exists()
+    # a SQLite store: inside the launch folder from a preset, anywhere from the command line
+    proc = own_conf("tracking:\n  uri: sqlite:///mine/x.db\n", "tracking.enabled=false")
+    assert proc.returncode == 0, proc.stderr
+    proc = own_conf("tracking:\n  uri: sqlite:////etc/x.db\n", f"tracking.uri=sqlite:///{elsewhere}/x.db",
+                    "tracking.enabled=false")
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_a_10_mb_value_is_cut_in_the_message(own_conf, cli):

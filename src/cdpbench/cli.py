@@ -82,6 +82,7 @@ def task(cfg: DictConfig) -> Outcome:
 
     from . import launch, runner, tracking
     from .record import FAILED, FINISHED, SKIPPED, RunRecord, forget_recorded
+    from .stopping import JobWatch
 
     tracking.install_log_redaction()
     try:
@@ -125,8 +126,10 @@ def task(cfg: DictConfig) -> Outcome:
                 return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
             log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
             return Outcome(SKIPPED, str(job_dir))
+    watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
     try:
         record.write(job_dir)
+        watch.__enter__()
         comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
         record.tags.update(plugin_tags(comp))
         show = bool(cfg.progress) and not sweep.get("sweep_progress")
@@ -168,6 +171,8 @@ def task(cfg: DictConfig) -> Outcome:
         if not _write_quietly(record, job_dir):
             error += f" (and its record could not be written in {job_dir})"
         return Outcome(FAILED, str(job_dir), error)
+    finally:
+        watch.__exit__()
 
 
 def _write_quietly(record, folder: Path) -> bool:
@@ -403,10 +408,16 @@ def run_single(hydra, plan, recorder) -> int:
     recorder = _open_recorder(recorder, plan, root, folder, None)
     interrupted = True
     try:
+        if recorder is not None:  # the run goes on while the store opens; a store that cannot be
+            recorder.watch()      # opened interrupts it, and the command fails with the store's error
         ret = hydra.run(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
         interrupted = False
+    except KeyboardInterrupt:
+        if recorder is not None and recorder.error:
+            raise CdpbenchError(recorder.error) from None
+        raise
     finally:
-        summary = recorder.finish(interrupted=interrupted) if recorder is not None else None
+        summary = _finish(recorder, interrupted)
     outcome = ret.return_value
     run_id = summary["runs"][0]["run_id"] if summary and summary["runs"] else None
     where = f"MLflow run {run_id}" if run_id else f"record in {outcome.folder}"
@@ -433,6 +444,12 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     line = plan.progress and plan.launcher != "basic"
     resume = not rerun and recorder is not None and bool(plan.master.tracking.get("enabled", True))
     token = uuid.uuid4().hex  # this launch's: files an earlier launch left in the same folder are not its
+    if plan.launcher == "ray":
+        # Ray's failure handler aborts this process on SIGTERM (SIGABRT) before the jobs are ended
+        # and recorded; its Python handler then drains the local node for 10 s, for services a
+        # sweep does not run (its jobs end through the stop file, cdpbench.stopping)
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+        os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume, launch=token)
     total = len(plan.jobs)
     sweep = {"jobs": total, "name": tracking.redact_text(f"{plan.preset or 'sweep'} ({folder.name})"), "resume": resume,
@@ -444,20 +461,34 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     interrupted = True
     crash: BaseException | None = None
     try:
+        if recorder is not None:
+            try:  # the jobs need the store's answer (which configs are FINISHED): wait for it
+                recorder.ready()
+            except CdpbenchError:
+                tracking.forget_sweep(folder)
+                raise
         if line:
             bar = SweepProgress(folder, total, token)
         with launch.batches_already_checked():
             hydra.multirun(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
         interrupted = False
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, CdpbenchError):
         raise
+    except SystemExit:  # Ray's SIGTERM handler in this process ends it with sys.exit: an interrupt
+        raise KeyboardInterrupt from None
     except Exception as e:  # the launcher itself broke (e.g. a worker process was killed)
         crash, interrupted = e, False
     finally:
         if bar is not None:
             bar.close()
         tracking.redact_file(folder / "multirun.yaml")  # Hydra's copy of the sweep, as typed (jobs redact it too)
-        summary = recorder.finish(interrupted=interrupted) if recorder is not None else None
+        if interrupted:  # jobs in processes of their own (submitit, Ray) end too, then are recorded
+            from .stopping import request_stop, signals_held, wait_for_jobs
+
+            with signals_held():
+                request_stop(folder, token)
+                wait_for_jobs(folder, token)
+        summary = _finish(recorder, interrupted)
     if summary is None:
         summary = _unrecorded_summary(folder, total, token)
     for warning in summary.get("warnings", []):
@@ -483,6 +514,14 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
         lines.append(f"  the launcher stopped: {_one_line(f'{type(crash).__name__}: {crash}')}")
     print("\n".join(lines), file=sys.stderr)
     return 1
+
+
+def _finish(recorder, interrupted: bool) -> dict | None:
+    """The recorder's summary once it has written every run (None with tracking off); a store
+    that could not be opened was reported already (by ``ready``)."""
+    if recorder is None or recorder.error or (not recorder.is_ready and recorder.proc.poll() is not None):
+        return None
+    return recorder.finish(interrupted=interrupted)
 
 
 def _unrecorded_summary(folder: Path, total: int, launch: str | None = None) -> dict:
@@ -514,7 +553,13 @@ def record_command(argv: list[str]) -> int:
     if not args.folder.is_dir():
         raise CdpbenchError(f"record: {args.folder} is not a folder")
     root = Path.cwd()
-    runs = record_folder(args.folder, tracking.tracking_uri(root=root), args.experiment, root)
+    uri = tracking.tracking_uri(root=root)
+    try:
+        runs = record_folder(args.folder, uri, args.experiment, root)
+    except Exception as e:  # noqa: BLE001 - the store's own error, in one line
+        from .recorder import root_cause, store_unusable
+
+        raise CdpbenchError(store_unusable(uri, root_cause(e))) from None
     for r in runs:
         print(f"{r['name']}: MLflow run {r['run_id']} {r['status']}")
     where = f"experiment {args.experiment!r}" if args.experiment else "their experiments"
@@ -533,10 +578,19 @@ def _interrupt(signum, frame):  # SIGTERM ends a run like Ctrl-C: runs are marke
     raise KeyboardInterrupt
 
 
+#: what a scheduler, ``timeout`` or a closed terminal sends (to the whole process group): the
+#: command ends like Ctrl-C; the recorder ignores them and records what the jobs left
+ENDING_SIGNALS = tuple(getattr(signal, s) for s in ("SIGTERM", "SIGHUP") if hasattr(signal, s))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    previous = {}
+    if main_thread:
+        for sig in ENDING_SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's SIG_IGN stays
+                previous[sig] = signal.signal(sig, _interrupt)
     sys.excepthook = _redacting_excepthook
     try:
         if argv[:1] in (["--help"], ["-h"], ["help"]):
@@ -578,8 +632,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -521,17 +521,46 @@ def check_config(cfg: DictConfig) -> None:
         else:
             raise ConfigError(_refusal(path, h, launcher, list(rules), trusted))
         _check_value(cfg, path, rule)
-    given = {str(o).split("=", 1)[0].lstrip("+~")  # the command line's (Hydra files hydra.* ones apart)
-             for o in [*(h.overrides.get("task") or []), *(h.overrides.get("hydra") or [])]}
+    given = command_line_keys(h)
     for key in OUTPUT_DIRS:
         if key in changed and key not in given and not _inside_launch_folder(mine.get(key)):
             raise ConfigError(f"{key}={shorten(mine.get(key))}: a preset or config may only put outputs inside the "
                               f"launch folder (a relative path without '..'); name another folder on the command line")
+    if isinstance(plain.get("tracking"), dict) and plain["tracking"].get("uri") is not None:
+        check_tracking_uri(_resolved(cfg, "tracking.uri"), "tracking.uri" in given)
+
+
+def command_line_keys(h: DictConfig) -> set[str]:
+    """The keys the command line set (Hydra files ``hydra.*`` ones apart)."""
+    return {str(o).split("=", 1)[0].lstrip("+~") for o in [*(h.overrides.get("task") or []),
+                                                           *(h.overrides.get("hydra") or [])]}
 
 
 #: Output folders: any folder when named on the command line (the user's choice, e.g. a cluster's
 #: shared disk), only inside the launch folder when a preset or config sets them.
-OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir")
+OUTPUT_DIRS = ("hydra.run.dir", "hydra.sweep.dir", "hydra.launcher.temp_folder")
+#: MLflow stores ``tracking.uri`` may name: a SQLite file, an MLflow server, a database server
+#: (with or without a SQLAlchemy driver, ``postgresql+psycopg2``), Databricks
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
+def check_tracking_uri(uri: Any, from_command_line: bool) -> None:
+    """``tracking.uri`` names a store of :data:`TRACKING_SCHEMES`; a SQLite file set by a preset
+    or config lies inside the launch folder (like its output folders; the command line and
+    ``MLFLOW_TRACKING_URI`` may name any)."""
+    if uri is None:
+        return
+    text = str(uri)
+    scheme = text.split("://", 1)[0].split("+", 1)[0].lower() if "://" in text else ""
+    if scheme not in TRACKING_SCHEMES:
+        raise ConfigError(f"tracking.uri={shorten(text)}: not a store cdpbench records to; allowed: "
+                          f"{', '.join(s + '://' for s in TRACKING_SCHEMES)}")
+    if scheme == "sqlite" and not from_command_line:
+        path = text[len("sqlite:///"):].split("?", 1)[0] if text.startswith("sqlite:///") else ""
+        if not _inside_launch_folder(path):
+            raise ConfigError(f"tracking.uri={shorten(text)}: a preset or config may only put a SQLite store inside "
+                              f"the launch folder (sqlite:///RELATIVE/PATH without '..'); name another store on the "
+                              f"command line or in MLFLOW_TRACKING_URI")
 
 
 def _inside_launch_folder(value: Any) -> bool:
@@ -559,18 +588,25 @@ def _refusal(path: str, h: DictConfig, launcher: str, allowed: list[str], truste
     return f"{bad} cannot be set (allowed: {ALLOWED_HYDRA})"
 
 
-def _check_value(cfg: DictConfig, path: str, rule: Rule) -> None:
-    """The value at ``path``, resolved, must pass ``rule`` (the raw value when it cannot be
-    resolved yet, e.g. ``${hydra.job.num}`` in a sweep's master config)."""
+def _resolved(cfg: DictConfig, path: str) -> Any:
+    """The value at ``path``, resolved (the raw value when it cannot be resolved yet, e.g.
+    ``${hydra.job.num}`` in a sweep's master config); one line naming it when it cannot be."""
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-    raw = OmegaConf.select(cfg, path, throw_on_resolution_failure=False)
+    parent, _, key = path.rpartition(".")
+    node = OmegaConf.select(cfg, parent, throw_on_resolution_failure=False) if parent else cfg
+    raw = node._get_node(key)._value() if isinstance(node, DictConfig) and key in node else None  # as written
     try:
-        value = OmegaConf.select(cfg, path, throw_on_resolution_failure=True, throw_on_missing=True)
+        return OmegaConf.select(cfg, path, throw_on_resolution_failure=True, throw_on_missing=True)
     except MissingMandatoryValue:
-        value = raw
+        return raw
     except (OmegaConfBaseException, ValueError) as e:
         raise ConfigError(f"{path}: cannot resolve {shorten(raw)}: {_first_line(e)}") from None
+
+
+def _check_value(cfg: DictConfig, path: str, rule: Rule) -> None:
+    """The value at ``path``, resolved, must pass ``rule``."""
+    value = _resolved(cfg, path)
     if isinstance(value, (DictConfig, ListConfig)):
         value = OmegaConf.to_container(value, resolve=True, enum_to_str=True)
     if hasattr(value, "name") and not isinstance(value, str):  # an enum (hydra.mode)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Container
 from dataclasses import asdict, dataclass, field
@@ -53,6 +54,9 @@ class RunRecord:
     #: the sweep launch that wrote it (:func:`cdpbench.tracking.write_sweep_file`): a record left
     #: in the folder by an earlier launch into the same folder is not this launch's
     launch: str | None = None
+    #: the process that runs the job, and its host (an interrupted sweep waits for live ones)
+    pid: int | None = field(default_factory=os.getpid)
+    host: str | None = field(default_factory=socket.gethostname)
 
     def add_metrics(self, step: int, row: dict[str, float]) -> None:
         self.metrics.append([int(step), now_ms(), {k: float(v) for k, v in row.items() if v is not None}])

@@ -6,7 +6,11 @@ that importing MLflow and opening its store (about 2.5 s here) overlap with the 
 delaying each of them. The recorder
 
 1. opens the store, the experiment and, for a sweep, the parent run (``RUNNING`` while the
-   sweep runs);
+   sweep runs), and answers ``{"ready": true}``, or the store's own error in one line
+   (``sqlite3.DatabaseError: file is not a database``; :func:`root_cause`) and exits: a sweep
+   waits for that answer before its jobs start, a single run is interrupted by it, and the
+   command fails at once with that cause (an MLflow server that does not answer is found by one
+   request, not after MLflow's four minutes of retries);
 2. writes every job's run to MLflow as soon as its record is final: parameters, tags, one
    metric row per release (``step`` = release), the artifacts of a FINISHED run, the status and
    the reason of a FAILED one;
@@ -15,12 +19,21 @@ delaying each of them. The recorder
    interrupted), and ends the parent run, FAILED with the count of failed jobs when any failed;
 4. prints one JSON line: the parent run id and every job's run id, status and reason.
 
-It ignores Ctrl-C (the launching process tells it to finish), so nothing is left ``RUNNING``.
-Only SIGKILL (of the recorder itself, e.g. of the sweep's whole process group) can leave a
-parent run ``RUNNING``; each parent names its recorder (``cdpbench.recorder``: host and pid), and
-the next sweep launched on that host in the experiment finds such orphans (their recorder is
-gone): it deletes a run the recorder was killed while writing, records every job whose record is
-not in MLflow (those that ended as they ended), marks the others and the parent ``KILLED``.
+Writes to a SQLite store are made holding a lock file beside it
+(:func:`cdpbench.tracking.store_lock`): two sweeps launched together on a fresh store take turns
+building its tables and writing their runs, instead of one failing with ``table ... already
+exists``.
+
+It ignores Ctrl-C, SIGTERM and SIGHUP: what a scheduler, ``timeout`` or a closed terminal sends
+to the whole process group reaches the launching process too, which ends the jobs (also those
+running in processes of their own, :mod:`cdpbench.stopping`) and then tells the recorder to
+finish, so nothing is left ``RUNNING``. Only SIGKILL (of the recorder itself, e.g. of the
+sweep's whole process group) can leave a run ``RUNNING``; each parent and each run names its
+recorder (``cdpbench.recorder``: host and pid), and the next launch on that host in the
+experiment finds such orphans (their recorder is gone): it deletes a run the recorder was killed
+while writing and writes it again from its record (``cdpbench.run_dir``), records every job of a
+killed sweep whose record is not in MLflow (those that ended as they ended), marks the others and
+the parent ``KILLED``.
 
 A resumed sweep (the default for sweeps, not with ``--rerun``): once the store is open the
 recorder writes :data:`~cdpbench.tracking.FINISHED_FILE` in the sweep folder, tagged with the
@@ -37,10 +50,12 @@ folder (another launch token) are never recorded again.
 
 from __future__ import annotations
 
+import _thread
 import json
 import logging
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -53,6 +68,7 @@ from .errors import CdpbenchError
 from .record import (
     FAILED,
     FINISHED,
+    RECORD_FILE,
     RECORDED_FILE,
     RUNNING,
     SKIPPED,
@@ -65,9 +81,11 @@ ERROR_TAG = "cdpbench.error"
 DIED = "the job did not end: its worker process died, or was stopped when another one died"
 INTERRUPTED = "the job did not end: the sweep was interrupted"
 ORPHANED = "the job did not end: its sweep was killed (found by a later launch)"
+ORPHANED_RUN = "the run did not end: it was killed (found by a later launch)"
 KILLED = "KILLED"
 RECORDER_TAG = "cdpbench.recorder"
 SKIPPED_TAG = "cdpbench.skipped_runs"
+RUN_DIR_TAG = "cdpbench.run_dir"  # the job's folder, holding its run record
 LAUNCH_TAG = "cdpbench.launch"  # the sweep launch's token (cdpbench.tracking.write_sweep_file)
 SKIPPED_PER_TAG = 200  # run ids per tag: 200 x 33 characters stay below MLflow's 8,000
 
@@ -90,6 +108,10 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
         tags["cdpbench.sweep_id"] = parent
     if commit:
         tags["mlflow.source.git.commit"] = commit
+    # who writes the run, and from where: a run its recorder was killed while writing (RUNNING,
+    # recorder gone) is deleted and written again from its record by the next launch (reap_orphans)
+    tags[RECORDER_TAG] = f"{socket.gethostname()}:{os.getpid()}"
+    tags[RUN_DIR_TAG] = str(folder)
     # the job redacted its record already; a record written by an older version, or by hand, is
     # redacted here: no URI credential reaches MLflow (cdpbench.tracking.redact_uri)
     error = redact_text(error) if error else error
@@ -176,16 +198,33 @@ def _recorder_alive(pid: int) -> bool:
         return True
 
 
+def _recorder_gone(run, host: str) -> bool:
+    """Was ``run`` written by a recorder of this host that is gone?"""
+    who, _, pid = run.data.tags.get(RECORDER_TAG, "").rpartition(":")
+    return who == host and pid.isdigit() and not _recorder_alive(int(pid))
+
+
 def reap_orphans(c, experiment_id: str, commit: str | None) -> list[str]:
-    """Sweeps of this experiment left ``RUNNING`` by a recorder of this host that is gone (killed
-    with SIGKILL): their ended jobs are recorded from their records, the jobs that never ended
-    and the parent are marked ``KILLED``. Returns the parents reaped."""
+    """Runs of this experiment left ``RUNNING`` by a recorder of this host that is gone (killed
+    with SIGKILL). A sweep's ended jobs are recorded from their records, the jobs that never
+    ended and the parent are marked ``KILLED``; a single run its recorder was killed while
+    writing is deleted and written again from its record. Returns the runs reaped (sweep
+    parents and single runs)."""
     host = socket.gethostname()
     reaped = []
+    for r in c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'job' and attributes.status = 'RUNNING'",
+                           max_results=1000):
+        if r.data.tags.get("mlflow.parentRunId") or not _recorder_gone(r, host):
+            continue  # a sweep's job is reaped with its parent, below
+        c.delete_run(r.info.run_id)  # a partial copy: its record is written again
+        folder = Path(r.data.tags.get(RUN_DIR_TAG, ""))
+        rec = statuses(folder).get(folder / RECORD_FILE) if folder.is_dir() else None
+        if rec is not None and not (folder / RECORDED_FILE).exists():
+            ingest(c, experiment_id, folder, rec, None, commit, ORPHANED_RUN, unfinished=KILLED)
+        reaped.append(r.info.run_id)
     for p in c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'sweep' and attributes.status = 'RUNNING'",
                            max_results=1000):
-        who, _, pid = p.data.tags.get(RECORDER_TAG, "").rpartition(":")
-        if who != host or not pid.isdigit() or _recorder_alive(int(pid)):
+        if not _recorder_gone(p, host):
             continue
         # the recorder only creates a run for a record that has ended, so a RUNNING child is one it
         # was killed while writing: a partial copy, deleted; its record is written again below
@@ -210,54 +249,65 @@ def _stdin_lines(q: queue.Queue) -> None:
     q.put("EOF")
 
 
-def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
-    """Record the runs under ``header['folder']`` until told to end; returns the summary."""
+def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> dict[str, Any]:
+    """Record the runs under ``header['folder']`` until told to end; returns the summary.
+    ``ready()`` is called once the store is open (and, for a sweep, its parent run created and
+    the finished file written): from then on the jobs can run. Every write to a SQLite store is
+    made holding :func:`cdpbench.tracking.store_lock`, so that the recorders of sweeps launched
+    together on one store take turns."""
     from . import tracking
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
     root = Path(header["root"])
     folder = Path(header["folder"])
-    c = tracking.client(header["uri"])
-    exp = tracking.experiment_id(c, header["experiment"], root)
-    commit = tracking.git_commit(root)
+    lock = tracking.store_lock(header["uri"])
     sweep = header.get("sweep")
     parent = None
     launch = sweep.get("launch") if sweep else None
     warnings: list[str] = []
-    if sweep:
+    tracking.check_reachable(header["uri"])
+    with lock:
+        c = tracking.client(header["uri"])
+        exp = tracking.experiment_id(c, header["experiment"], root)
+        commit = tracking.git_commit(root)
         reap_orphans(c, exp, commit)
-        finished: dict[str, str] = {}
-        try:
-            stale = check_finished_file(c, exp, folder)
-            if stale:
-                warnings.append(stale)
-            if sweep.get("resume"):
-                finished = finished_runs(c, exp)
-        finally:  # the jobs wait for this file: it is written whatever happens
-            tracking.write_finished(folder, finished, launch)
-        tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"],
-                RECORDER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
-        if launch:
-            tags[LAUNCH_TAG] = launch
-        if commit:
-            tags["mlflow.source.git.commit"] = commit
-        parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
+        if sweep:
+            finished: dict[str, str] = {}
+            try:
+                stale = check_finished_file(c, exp, folder)
+                if stale:
+                    warnings.append(stale)
+                if sweep.get("resume"):
+                    finished = finished_runs(c, exp)
+            finally:  # the jobs wait for this file: it is written whatever happens
+                tracking.write_finished(folder, finished, launch)
+            tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"],
+                    RECORDER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
+            if launch:
+                tags[LAUNCH_TAG] = launch
+            if commit:
+                tags["mlflow.source.git.commit"] = commit
+            parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
+    ready()
     done: dict[Path, dict[str, Any]] = {}
 
     def record_final(reason: str | None) -> None:
-        for path, rec in statuses(folder, skip=done, launch=launch).items():
-            if rec.status == RUNNING and reason is None:
-                continue
-            if rec.status == SKIPPED:  # trusted only once the store confirms it
-                why = not_a_finished_run(c, exp, rec.skipped_run, rec.tags.get("cdpbench.config_hash"))
-                if why:
-                    rec.end(FAILED, f"skipped as {why}: {folder / tracking.FINISHED_FILE} was tampered with; "
-                                    "launch the sweep again to run it")
-            if rec.status == SKIPPED:
-                run_id, status, error = rec.skipped_run, SKIPPED, None
-            else:
-                run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
-            done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error}
+        final = {path: rec for path, rec in statuses(folder, skip=done, launch=launch).items()
+                 if rec.status != RUNNING or reason is not None}
+        if not final:
+            return
+        with lock:
+            for path, rec in final.items():
+                if rec.status == SKIPPED:  # trusted only once the store confirms it
+                    why = not_a_finished_run(c, exp, rec.skipped_run, rec.tags.get("cdpbench.config_hash"))
+                    if why:
+                        rec.end(FAILED, f"skipped as {why}: {folder / tracking.FINISHED_FILE} was tampered with; "
+                                        "launch the sweep again to run it")
+                if rec.status == SKIPPED:
+                    run_id, status, error = rec.skipped_run, SKIPPED, None
+                else:
+                    run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
+                done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error}
 
     end = None
     while end is None:
@@ -274,19 +324,51 @@ def serve(header: dict[str, Any], commands: queue.Queue) -> dict[str, Any]:
     failed = [r for r in runs if r["status"] not in (FINISHED, SKIPPED)]
     missing = max(int(sweep["jobs"]) - len(runs), 0) if sweep else 0
     if parent:
-        c.set_tag(parent, "cdpbench.failed_jobs", str(len(failed) + missing))
-        skipped = [r["run_id"] for r in runs if r["status"] == SKIPPED]
-        c.set_tag(parent, "cdpbench.skipped_jobs", str(len(skipped)))
-        for i in range(0, len(skipped), SKIPPED_PER_TAG):
-            c.set_tag(parent, f"{SKIPPED_TAG}.{i // SKIPPED_PER_TAG}", ",".join(skipped[i : i + SKIPPED_PER_TAG]))
-        ok = not failed and not missing and not interrupted
-        c.set_terminated(parent, FINISHED if ok else FAILED)
+        with lock:
+            c.set_tag(parent, "cdpbench.failed_jobs", str(len(failed) + missing))
+            skipped = [r["run_id"] for r in runs if r["status"] == SKIPPED]
+            c.set_tag(parent, "cdpbench.skipped_jobs", str(len(skipped)))
+            for i in range(0, len(skipped), SKIPPED_PER_TAG):
+                c.set_tag(parent, f"{SKIPPED_TAG}.{i // SKIPPED_PER_TAG}", ",".join(skipped[i : i + SKIPPED_PER_TAG]))
+            ok = not failed and not missing and not interrupted
+            c.set_terminated(parent, FINISHED if ok else FAILED)
     return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": tracking.redact_uri(header["uri"]),
             "warnings": warnings}
 
 
+def root_cause(error: BaseException) -> str:
+    """The underlying error of ``error`` in one line, e.g. ``sqlite3.DatabaseError: file is not a
+    database`` for the SQLAlchemy and MLflow exceptions wrapped around it (whose own messages end
+    in SQLAlchemy's "Background on this error" link)."""
+    from .tracking import redact_text
+
+    chain, seen = [], set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ if e.__cause__ is not None else (None if e.__suppress_context__ else e.__context__)
+    deepest = next((x for x in reversed(chain) if str(x).strip()), error)
+    kind = type(deepest)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    message = next((ln for ln in str(deepest).splitlines() if ln.strip()), "")
+    return redact_text(" ".join(f"{name}: {message}".split()))[:500]
+
+
+def store_unusable(uri: str, cause: str) -> str:
+    """The one-line error of a store that cannot be opened or written."""
+    from .tracking import redact_uri
+
+    return f"the MLflow store {redact_uri(uri)} cannot be used: {cause}"
+
+
 def main() -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launching process decides when to end
+    # The launching process decides when to end: Ctrl-C, and the SIGTERM (SIGHUP) a scheduler, a
+    # timeout or a closed terminal sends to the whole process group, reach it too; it ends the
+    # jobs and tells this process, which then records what finished and marks the rest FAILED.
+    for sig in ("SIGINT", "SIGTERM", "SIGHUP", "SIGXFSZ"):  # SIGXFSZ: a file-size limit fails a write instead
+        if hasattr(signal, sig):
+            signal.signal(getattr(signal, sig), signal.SIG_IGN)
     # Import MLflow while the launching process checks the command line; touch no store until told.
     import mlflow.entities
     import mlflow.store.tracking.sqlalchemy_store
@@ -298,7 +380,12 @@ def main() -> int:
     header = json.loads(line)
     commands: queue.Queue = queue.Queue()
     threading.Thread(target=_stdin_lines, args=(commands,), daemon=True).start()
-    summary = serve(header, commands)
+    try:
+        summary = serve(header, commands, ready=lambda: print(json.dumps({"ready": True}), flush=True))
+    except Exception as e:  # noqa: BLE001 - the launching process shows the cause in one line
+        print(json.dumps({"error": root_cause(e)}), flush=True)
+        sys.stderr.flush()
+        os._exit(1)
     print(json.dumps(summary), flush=True)
     sys.stderr.flush()
     # Every write is committed; skip the interpreter's teardown of MLflow's modules (about 1 s),
@@ -312,20 +399,74 @@ class Recorder:
 
     :meth:`start` spawns it at once, so that it imports MLflow while the command line is checked;
     :meth:`open` gives it the store, experiment and folder once the command has been accepted
-    (nothing is created before); :meth:`cancel` lets it go without touching any store.
+    (nothing is created before); :meth:`ready` waits until the store is open, and fails with the
+    store's own error when it cannot be opened; :meth:`cancel` lets it go without touching any
+    store.
     """
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "cdpbench.recorder"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.folder: Path | None = None
+        self.uri: str | None = None
+        self.is_ready = False
+        self.error: str | None = None  # why the store cannot be used, once the recorder said so
+        self._watcher: threading.Thread | None = None
 
     def open(self, uri: str, experiment: str, root: Path, folder: Path, sweep: dict[str, Any] | None = None) -> None:
         self.folder = Path(folder).resolve()
+        self.uri = uri
         header = {"uri": uri, "experiment": experiment, "root": str(Path(root).resolve()), "folder": str(self.folder),
                   "sweep": sweep, "start_time": now_ms()}
         self.proc.stdin.write(json.dumps(header) + "\n")
         self.proc.stdin.flush()
+
+    def _answer(self) -> None:
+        """Read the recorder's first answer: the store is open (:attr:`is_ready`), or why not
+        (:attr:`error`)."""
+        # byte by byte from the pipe itself: communicate() later reads the same pipe past any
+        # buffer a readline() would have filled
+        chunks = []
+        while (b := os.read(self.proc.stdout.fileno(), 1)) and b != b"\n":
+            chunks.append(b)
+        try:
+            answer = json.loads(b"".join(chunks).decode(errors="replace") or "{}")
+        except ValueError:
+            answer = {}
+        if answer.get("ready"):
+            self.is_ready = True
+            return
+        self.proc.wait()
+        self.error = store_unusable(self.uri or "", answer.get("error") or self._stderr_cause(self.proc.stderr.read()))
+
+    def ready(self) -> None:
+        """Wait until the recorder has opened the store (for a sweep: created its parent run and
+        told the jobs which configs are FINISHED). Raises :class:`CdpbenchError` with the store's
+        error when it could not."""
+        self._answer()
+        if self.error:
+            raise CdpbenchError(self.error)
+
+    def watch(self) -> None:
+        """Wait for the recorder's answer in a thread, while a single run goes on: a store that
+        cannot be opened interrupts the run at once (:attr:`error` says why)."""
+        def answer() -> None:
+            self._answer()
+            if self.error:
+                _thread.interrupt_main()
+
+        self._watcher = threading.Thread(target=answer, daemon=True, name="cdpbench-recorder-answer")
+        self._watcher.start()
+
+    @staticmethod
+    def _stderr_cause(err: str) -> str:
+        """The recorder died without a word on stdout: the last line of its error output that is
+        not a log line."""
+        from .tracking import redact_text
+
+        lines = [ln.strip() for ln in err.strip().splitlines() if ln.strip()]
+        errors = [ln for ln in lines if not re.match(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (INFO|DEBUG|WARNING) ", ln)]
+        return redact_text((errors or lines or ["it stopped"])[-1])
 
     def cancel(self) -> None:
         if self.proc.poll() is None:
@@ -333,23 +474,30 @@ class Recorder:
         self.proc.communicate()
 
     def finish(self, interrupted: bool = False) -> dict[str, Any]:
-        """Tell the recorder to end, wait for it, and return its summary. Ctrl-C is ignored
-        meanwhile (in the main thread): the recorder is writing the runs' final states."""
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        try:
-            out, err = self.proc.communicate("END interrupted\n" if interrupted else "END\n")
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-        lines = out.strip().splitlines()
-        if self.proc.returncode != 0 or not lines:
-            from .tracking import redact_text
+        """Tell the recorder to end, wait for it, and return its summary. Ctrl-C and SIGTERM are
+        ignored meanwhile (in the main thread): the recorder is writing the runs' final states."""
+        from .stopping import signals_held
 
-            reason = redact_text(next((ln for ln in reversed(err.strip().splitlines()) if ln.strip()), "it stopped"))
-            raise CdpbenchError(f"the runs could not be written to MLflow ({reason.strip()}); their results are in "
+        with signals_held():
+            if self._watcher is not None:
+                self._watcher.join()
+            try:
+                out, err = self.proc.communicate("END interrupted\n" if interrupted else "END\n")
+            except (BrokenPipeError, ValueError):  # it ended already (its store failed)
+                out, err = self.proc.communicate()
+        answers = []
+        for ln in out.strip().splitlines():
+            try:
+                answers.append(json.loads(ln))
+            except ValueError:
+                continue
+        last = answers[-1] if answers else {}
+        if self.proc.returncode != 0 or "runs" not in last:
+            cause = self.error or last.get("error") or self._stderr_cause(err)
+            raise CdpbenchError(f"the runs could not be written to MLflow ({cause}); their results are in "
                                 f"{self.folder}; write them later with: cdpbench record {self.folder}")
-        return json.loads(lines[-1])
+        return last
+
 
 def record_folder(folder: Path, uri: str, experiment: str | None, root: Path) -> list[dict[str, Any]]:
     """``cdpbench record``: write every record under ``folder`` not yet in MLflow, into
@@ -357,15 +505,17 @@ def record_folder(folder: Path, uri: str, experiment: str | None, root: Path) ->
     (``tracking.experiment``)."""
     from . import tracking
 
-    c = tracking.client(uri)
+    tracking.check_reachable(uri)
     commit = tracking.git_commit(root)
     out = []
-    for path, rec in statuses(folder).items():
-        if (path.parent / RECORDED_FILE).exists() or rec.status == SKIPPED:
-            continue
-        exp = tracking.experiment_id(c, experiment or rec.params.get("tracking.experiment") or "cdpbench", root)
-        run_id, status, error = ingest(c, exp, path.parent, rec, None, commit, DIED)
-        out.append({"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error})
+    with tracking.store_lock(uri):
+        c = tracking.client(uri)
+        for path, rec in statuses(folder).items():
+            if (path.parent / RECORDED_FILE).exists() or rec.status == SKIPPED:
+                continue
+            exp = tracking.experiment_id(c, experiment or rec.params.get("tracking.experiment") or "cdpbench", root)
+            run_id, status, error = ingest(c, exp, path.parent, rec, None, commit, DIED)
+            out.append({"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error})
     return out
 
 

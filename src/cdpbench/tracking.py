@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,64 @@ def client(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` tracking URI (None for any other store, and for
+    an in-memory SQLite database)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def check_reachable(uri: str, timeout: float = 10.0) -> None:
+    """For an MLflow server (``http(s)://``): one request to its ``/health``, so that a server that
+    is down or unreachable fails the command at once with the connection's error instead of after
+    MLflow's own retries (seven, about four minutes). An HTTP answer of any status is a server
+    that answers: MLflow's retries then cover a passing failure during the sweep."""
+    import urllib.error
+    import urllib.request
+
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    netloc = f"{host}:{parts.port}" if parts.port else host  # no user info in a request line
+    url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
+    try:
+        urllib.request.urlopen(url, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return
+    except urllib.error.URLError as e:
+        reason = e.reason if isinstance(e.reason, BaseException) else OSError(str(e.reason))
+        raise reason from None
+
+
+#: seconds a recorder waits for another cdpbench process to let go of a SQLite store
+STORE_LOCK_TIMEOUT = 600.0
+
+
+def store_lock(uri: str):
+    """A lock that serializes the writes of cdpbench's processes to one SQLite store: its
+    creation (MLflow builds the tables on first use; two processes building them together leave
+    ``table ... already exists`` and a half-built store) and every run's writes. A lock file
+    beside the database (``mlflow.db.lock``), held with ``flock``: the kernel lets go of it when
+    its holder dies, even by SIGKILL. Other stores (an MLflow server, PostgreSQL) serialize
+    their own writes: a no-op there."""
+    import contextlib
+
+    path = sqlite_path(uri)
+    if path is None:
+        return contextlib.nullcontext()
+    import errno
+
+    from filelock import FileLock
+
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(f"{path}.lock", timeout=STORE_LOCK_TIMEOUT)
+
+
 def experiment_id(c, name: str, root: Path | None = None) -> str:
     """The experiment's id, created if needed and tagged so that the MLflow UI opens on its runs."""
     exp = c.get_experiment_by_name(name)
@@ -232,9 +291,25 @@ def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = Fals
     folder = root / plan.output_dir
     folder.mkdir(parents=True, exist_ok=True)
     info = {"jobs": len(plan.jobs), "varying": plan.varying, "preset": plan.preset, "sweep_progress": sweep_progress,
-            "resume": resume, "launch": launch}
+            "resume": resume, "launch": launch, "launcher_pid": os.getpid(), "host": socket.gethostname()}
     (folder / SWEEP_FILE).write_text(json.dumps(info, indent=1))
     return folder
+
+
+def forget_sweep(folder: Path) -> None:
+    """Remove what the launching process and its recorder wrote in a sweep folder before any job
+    ran (the sweep was refused): the folder itself when nothing else is in it."""
+    from .stopping import STOP_FILE
+
+    for name in (SWEEP_FILE, FINISHED_FILE, STOP_FILE):
+        try:
+            (folder / name).unlink()
+        except OSError:
+            pass
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 def sweep_dir() -> Path | None:

@@ -1,0 +1,214 @@
+"""The recorder survives what a scheduler does (#24 item 3).
+
+- SIGTERM (and SIGHUP) to the sweep's whole process group, as ``timeout``, SLURM and most job
+  schedulers send it, mid-sweep, for every launcher: the command ends with 130, no run is left
+  RUNNING, every job whose record is FINISHED is a FINISHED run, the others and the parent are
+  FAILED, and no job goes on to finish after the sweep recorded it FAILED (submitit and Ray run
+  jobs outside the process group: they are ended through the stop file).
+- Two sweeps launched together on a fresh SQLite store both record every run (without the store
+  lock, 3 of 3 tries here left one failing with ``table ... already exists``, ``duplicate column
+  name: step`` or an alembic version error).
+- A store that cannot be opened fails the command at once with the database's own error, before
+  any job runs; a single run is interrupted by it.
+- A single run its recorder was killed while writing is written again by the next launch.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CDPBENCH, REPO
+
+pytestmark = pytest.mark.slow
+FAULTY = str(Path(__file__).parent / "faulty")
+SWEEP = ["-m", "dataset=faulty", "dataset.tag=1,2,3,4,5,6", "dataset.sleep=0.7", "progress=false"]
+LAUNCHERS = {
+    "basic": [],
+    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+    "ray": ["hydra/launcher=ray"],
+}
+
+
+def _env(uri: str) -> dict[str, str]:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "CDPBENCH_CONF": str(REPO / "conf"), "PYTHONPATH": FAULTY}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return env
+
+
+def _records(cwd: Path) -> dict[str, dict]:
+    """Each job record of the sweep(s) under ``cwd``, by its dataset.tag."""
+    out = {}
+    for f in cwd.glob("outputs/multirun/*/*/run.json"):
+        try:
+            rec = json.loads(f.read_text())
+        except ValueError:  # being replaced
+            continue
+        out[rec["params"]["dataset.tag"]] = rec
+    return out
+
+
+def _runs(client) -> list:
+    exps = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(exps, max_results=1000) if exps else []
+
+
+@pytest.mark.parametrize("launcher,sig", [*[(name, signal.SIGTERM) for name in LAUNCHERS], ("basic", signal.SIGHUP)])
+def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_path, mlflow_client, launcher, sig):
+    if launcher == "ray":
+        pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="the ray extra is not installed")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = subprocess.Popen([str(CDPBENCH), *SWEEP, *LAUNCHERS[launcher]], cwd=tmp_path, env=_env(uri),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:  # killed in the middle of the sweep: some jobs done, one running
+        states = [r["status"] for r in _records(tmp_path).values()]
+        if states.count("FINISHED") >= 2 and "RUNNING" in states:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"the sweep never reached two finished jobs: {proc.communicate()}")
+    os.killpg(proc.pid, sig)  # what `timeout`, SLURM and most schedulers do
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err
+    assert "error: interrupted; runs still open were marked FAILED" in err.splitlines()
+    time.sleep(2)  # a job that went on would have finished by now (0.7 s a release)
+    records = _records(tmp_path)
+    everything = _runs(mlflow_client(uri))
+    assert all(r.info.status in ("FINISHED", "FAILED") for r in everything), [(r.info.run_name, r.info.status) for r in everything]
+    (parent,) = [r for r in everything if r.data.tags.get("cdpbench.kind") == "sweep"]
+    assert parent.info.status == "FAILED"
+    kids = {r.data.params["dataset.tag"]: r for r in everything if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    finished = sorted(t for t, r in records.items() if r["status"] == "FINISHED")
+    assert len(finished) >= 2
+    # every finished job is a FINISHED run; every run FINISHED in MLflow finished on disk
+    assert sorted(t for t, r in kids.items() if r.info.status == "FINISHED") == finished
+    # every job that started has a run; those that did not finish are FAILED with the reason
+    assert set(kids) == set(records)
+    for t, r in kids.items():
+        if t not in finished:
+            assert r.info.status == "FAILED"
+            assert r.data.tags["cdpbench.error"] in ("the job did not end: the sweep was interrupted", "interrupted")
+    assert int(parent.data.tags["cdpbench.failed_jobs"]) == 6 - len(finished)
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".run.json.")]  # no half-written record
+
+
+def test_a_single_run_stopped_by_sigterm_is_recorded_failed(tmp_path, mlflow_client):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = subprocess.Popen([str(CDPBENCH), "dataset=faulty", "dataset.sleep=1", "dataset.releases=20", "progress=false",
+                             "hydra.run.dir=outputs/runs/one"], cwd=tmp_path, env=_env(uri),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    record = tmp_path / "outputs/runs/one/run.json"
+    deadline = time.time() + 60
+    while time.time() < deadline and not record.exists():
+        time.sleep(0.1)
+    time.sleep(3)  # a few releases of 1 s done
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    (run,) = _runs(mlflow_client(uri))
+    assert run.info.status == "FAILED" and run.data.tags["cdpbench.error"] == "interrupted"
+    assert run.data.metrics  # the releases done before the signal are in the run
+
+
+def test_two_sweeps_launched_together_on_a_fresh_store_record_every_run(tmp_path, mlflow_client):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"  # does not exist yet: both recorders would build it
+    procs = []
+    for i, tags in enumerate(["1,2,3", "4,5,6"]):
+        (tmp_path / str(i)).mkdir()
+        procs.append(subprocess.Popen([str(CDPBENCH), "-m", "dataset=faulty", f"dataset.tag={tags}", "progress=false"],
+                                      cwd=tmp_path / str(i), env=_env(uri), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert "sweep: 3 jobs FINISHED, 3 run" in err
+    everything = _runs(mlflow_client(uri))
+    assert sorted(r.data.tags["cdpbench.kind"] for r in everything) == ["job"] * 6 + ["sweep"] * 2
+    assert {r.info.status for r in everything} == {"FINISHED"}
+    assert sorted(r.data.params["dataset.tag"] for r in everything if "dataset.tag" in r.data.params) == list("123456")
+    assert (tmp_path / "mlflow.db.lock").exists()  # the lock file beside the store: where the store is
+
+
+def test_a_corrupt_store_fails_a_sweep_before_any_job_with_the_database_error(tmp_path):
+    (tmp_path / "m.db").write_text("not a database, e.g. a store half-written under a disk limit")
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    proc = subprocess.run([str(CDPBENCH), "-m", "dataset=faulty", "dataset.tag=1,2,3", "progress=false"], cwd=tmp_path,
+                          env=_env(uri), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: the MLflow store {uri} cannot be used: sqlite3.DatabaseError: file is not a database"]
+    assert not list(tmp_path.glob("outputs/multirun/*/*"))  # no job ran, no sweep folder is left
+    assert not list(tmp_path.glob("outputs/multirun/*"))
+
+
+def test_a_store_in_an_impossible_place_fails_a_single_run_with_the_cause(tmp_path):
+    (tmp_path / "afile").write_text("")
+    uri = f"sqlite:///{tmp_path / 'afile' / 'm.db'}"  # its folder is a file
+    proc = subprocess.run([str(CDPBENCH), "dataset=faulty", "dataset.sleep=1", "dataset.releases=30", "progress=false"],
+                          cwd=tmp_path, env=_env(uri), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    # interrupted at once (30 releases of 1 s would take 30 s), or already done: either way the cause
+    assert last.endswith(f"cannot be used: NotADirectoryError: [Errno 20] Not a directory: '{tmp_path / 'afile'}'"), last
+    assert last.startswith(f"error: the MLflow store {uri} cannot be used") or "cdpbench record" in last
+    record = json.loads(next(tmp_path.glob("outputs/runs/*/run.json")).read_text())
+    assert record["status"] == "FAILED" and len(record["metrics"]) < 30  # it did not run to the end
+
+
+def test_a_single_run_its_recorder_was_killed_while_writing_is_written_again(tmp_path, mlflow_client):
+    from cdpbench import tracking
+    from cdpbench.record import FINISHED, RunRecord
+    from cdpbench.recorder import RECORDER_TAG, RUN_DIR_TAG, reap_orphans
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that is no recorder any more
+    c = tracking.client(f"sqlite:///{tmp_path / 'm.db'}")
+    exp = tracking.experiment_id(c, "x", tmp_path)
+    folder = tmp_path / "run"
+    rec = RunRecord("one", {"cdpbench.kind": "job"}, {"seed": "0"})
+    rec.add_metrics(1, {"gcp": 0.25})
+    rec.end(FINISHED)
+    rec.write(folder)
+    half = c.create_run(exp, tags={"cdpbench.kind": "job", RUN_DIR_TAG: str(folder),
+                                   RECORDER_TAG: f"{socket.gethostname()}:{dead.pid}"}).info.run_id
+    # a recorder at work (a process whose command line says so) is left alone
+    working = subprocess.Popen(["sh", "-c", "sleep 60", "cdpbench.recorder"])
+    alive = c.create_run(exp, tags={"cdpbench.kind": "job", RUN_DIR_TAG: str(folder),
+                                    RECORDER_TAG: f"{socket.gethostname()}:{working.pid}"}).info.run_id
+    try:
+        assert reap_orphans(c, exp, None) == [half]
+    finally:
+        working.kill()
+    assert c.get_run(alive).info.status == "RUNNING"
+    assert c.get_run(half).info.lifecycle_stage == "deleted"
+    runs = {r.info.run_id: r for r in c.search_runs([exp])}
+    (again,) = [r for i, r in runs.items() if i not in (half, alive)]
+    assert again.info.status == "FINISHED" and again.data.metrics == {"gcp": 0.25}
+    assert (folder / "mlflow_run_id").read_text() == again.info.run_id
+
+
+def test_root_cause_is_the_innermost_error_in_one_line():
+    from cdpbench.recorder import root_cause
+
+    try:
+        try:
+            raise OSError("disk I/O error\nsecond line")
+        except OSError as inner:
+            raise RuntimeError("(sqlite3.OperationalError) ...\n(Background on this error at: https://sqlalche.me/e/21/e3q8)") from inner
+    except RuntimeError as e:
+        assert root_cause(e) == "OSError: disk I/O error"
+    try:
+        try:
+            raise ValueError("hidden")
+        except ValueError:
+            raise ConnectionRefusedError(111, "Connection refused") from None
+    except ConnectionRefusedError as e:
+        assert root_cause(e) == "ConnectionRefusedError: [Errno 111] Connection refused"
