@@ -18,10 +18,10 @@ GRIDS = {
     "js_reduce/fig6": {"+experiment/js_reduce/method": 4},
     "js_reduce/fig7": {"privacy_model.j": 4},
     "js_reduce/fig8": {"+experiment/js_reduce/method": 4, "metrics.query_error.selectivity": 4},
-    "ksaa/compare": {"dataset": 2, "anonymizer": 3, "privacy_model.k": 4},
+    "ksaa/compare": {"+experiment/ksaa/dataset": 2, "+experiment/ksaa/anonymizer": 3, "privacy_model.k": 4},
     "matrix/bkseq": {"+experiment/matrix/defense": 5},
     "matrix/churn": {"+experiment/matrix/churn_defense": 5},
-    "matrix/sequential": {"anonymizer": 3},
+    "matrix/sequential": {"+experiment/ksaa/anonymizer": 3},
     "matrix/cumulative": {"+experiment/bcf/method": 2},
     "bcf/fig1": {"dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bcf/fig2": {"+experiment/bcf/method": 3, "dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
@@ -76,7 +76,7 @@ TABLE_5 = {
     "l_diversity": {"privacy_model.l": 2},
     "t_closeness": {"privacy_model.t": 0.8},
     "bt_privacy": {"privacy_model.t": 0.8, "privacy_model.B": 0.5},
-    "js_reduce": {"privacy_model.t": 0.5, "privacy_model.j": 0.6, "privacy_model.k": 3},
+    "js_reduce": {"privacy_model.closeness.t": 0.5, "privacy_model.j": 0.6, "privacy_model.k": 3},
 }
 
 
@@ -84,8 +84,10 @@ TABLE_5 = {
 def test_method_presets_use_table_5s_bold_values(method):
     cfg = compose_preset("js_reduce/fig4", f"+experiment/js_reduce/method={method}")
     for key, value in TABLE_5[method].items():
-        node, name = key.split(".")
-        assert cfg[node][name] == value, (method, key)
+        node = cfg
+        for part in key.split("."):  # privacy_model.closeness.t: js_reduce's t-closeness reference
+            node = node[part]
+        assert node == value, (method, key)
     if method == "l_diversity":
         assert cfg.privacy_model.variant == "distinct"  # the text introducing Table 5: "1) distinct l-diversity"
 
@@ -97,7 +99,7 @@ def test_figure_presets_match_the_papers_setup():
     assert (fig4.dataset.name, fig4.dataset.releases, fig4.dataset.tuples) == ("bkseq", 24, 5000)
     fig7 = compose_preset("js_reduce/fig7")
     js = [float(v) for v in str(fig7.hydra.sweeper.params["privacy_model.j"]).split(",")]
-    assert min(js) == 0.2 and max(js) == 0.8 and 0.6 in js and fig7.privacy_model.t == 0.5
+    assert min(js) == 0.2 and max(js) == 0.8 and 0.6 in js and fig7.privacy_model.closeness.t == 0.5
     fig8 = compose_preset("js_reduce/fig8")
     assert fig8.metrics.query_error.queries == 10000 and fig8.metrics.query_error.form == "qi"
     # DK 1-, 2- and 3-step attackers (§7.3) and the snapshot one in the same Fig. 4 run
@@ -122,7 +124,7 @@ def test_bayframe_presets_use_the_papers_figure_defaults():
     assert sigmas == {0.01, 0.1}
     for name in ("bayframe/fig3", "bayframe/fig9"):
         cfg = compose_preset(name)
-        assert (cfg.privacy_model.name, cfg.privacy_model.k, cfg.privacy_model.t, cfg.privacy_model.j) == (
+        assert (cfg.privacy_model.name, cfg.privacy_model.k, cfg.privacy_model.closeness.t, cfg.privacy_model.j) == (
             "js_reduce", 3, 0.5, 0.6), name
     adult = compose_preset("bayframe/fig6")
     assert (adult.dataset.name, adult.knowledge.sv, adult.knowledge.correlation) == ("adult", "kernel", "uniform")

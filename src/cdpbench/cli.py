@@ -419,6 +419,9 @@ def run_single(hydra, plan, recorder) -> int:
     finally:
         summary = _finish(recorder, interrupted)
     outcome = ret.return_value
+    if recorder is not None and recorder.error:  # the store failed after the run had ended
+        raise CdpbenchError(f"the run could not be written to MLflow ({recorder.error}); its results are in "
+                            f"{outcome.folder}; write them later with: cdpbench record {outcome.folder}")
     run_id = summary["runs"][0]["run_id"] if summary and summary["runs"] else None
     where = f"MLflow run {run_id}" if run_id else f"record in {outcome.folder}"
     if outcome.status != "FINISHED":
@@ -519,6 +522,9 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
 def _finish(recorder, interrupted: bool) -> dict | None:
     """The recorder's summary once it has written every run (None with tracking off); a store
     that could not be opened was reported already (by ``ready``)."""
+    if recorder is not None and recorder._watcher is not None:
+        recorder._watcher.join()  # its answer may still be on its way
+        recorder.unwatch()
     if recorder is None or recorder.error or (not recorder.is_ready and recorder.proc.poll() is not None):
         return None
     return recorder.finish(interrupted=interrupted)

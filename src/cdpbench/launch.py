@@ -255,6 +255,24 @@ def quote(value: str) -> str:
 
 
 # ---------------------------------------------------------------------------------- overrides
+def reference_overrides(hydra, overrides: list[str]) -> list[str]:
+    """``attacker.estimator=NAME`` (or ``=A,B`` in a sweep), where ``attacker.estimator`` is a
+    plugin reference (:func:`cdpbench.plugin.plugin_ref`), as the config-group override
+    ``attacker/estimator=NAME``: the whole sub-node is swapped for that plugin's defaults, and
+    ``attacker.estimator.<param>=...`` after it sets its parameters. (As a value override, Hydra
+    would replace the sub-node with the bare name, and a parameter set after it would drop the
+    name.)"""
+    repo = hydra.config_loader.repository
+    out = []
+    for text in overrides:
+        key, eq, value = text.partition("=")
+        if (eq and "." in key and not re.search(r"[/@+~\s]", key) and re.fullmatch(r"[\w-]+(,[\w-]+)*", value)
+                and not key.startswith("hydra.") and repo.group_exists(key.replace(".", "/"))):
+            text = f"{key.replace('.', '/')}={value}"
+        out.append(text)
+    return out
+
+
 def parse_overrides(hydra, overrides: list[str]) -> list[Any]:
     """Hydra's own parse of the overrides (quoting, sweeps, ``+``/``~``), one-line errors."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -774,7 +792,7 @@ def prepare(hydra, overrides: list[str], multirun: bool, large_grid: bool = Fals
     import yaml
 
     try:
-        return _prepare(hydra, overrides, multirun, large_grid)
+        return _prepare(hydra, reference_overrides(hydra, overrides), multirun, large_grid)
     except CdpbenchError as e:
         raise type(e)(_cut_message(str(e))) from None
     except yaml.YAMLError as e:  # a preset read outside compose (Hydra's get_mode)
@@ -836,6 +854,7 @@ def _prepare(hydra, overrides: list[str], multirun: bool, large_grid: bool) -> P
             if not multirun:  # the command line, checked above
                 job = Job(list(ov), master)
             else:
+                ov = reference_overrides(hydra, ov)
                 for o in parse_overrides(hydra, ov):  # the sweep may add overrides from a preset
                     check_override(o, "a preset's sweep", hydra=hydra)
                 job = Job(list(ov), compose(hydra, ov, master=master))
@@ -919,9 +938,12 @@ def varying_keys(jobs: list[list[str]]) -> list[str]:
 
 
 def short_override(text: str) -> str:
-    """``+experiment/js_reduce/method=l_diversity`` -> ``method=l_diversity``."""
+    """``+experiment/js_reduce/method=l_diversity`` -> ``method=l_diversity``; a plugin
+    reference's group, ``attacker/estimator=permanent`` -> ``attacker.estimator=permanent``."""
     key, sep, value = text.lstrip("+~").partition("=")
-    return key.rsplit("/", 1)[-1] + sep + value
+    if key.startswith("experiment/"):
+        return key.rsplit("/", 1)[-1] + sep + value
+    return key.replace("/", ".") + sep + value
 
 
 def run_name(overrides: list[str], preset: str | None, varying: list[str] | None) -> str:

@@ -28,6 +28,34 @@ class NoParams:
     """For plugins without parameters."""
 
 
+#: the metadata key that marks a ``Params`` field as a reference to another plugin
+PLUGIN_REF = "cdpbench.plugin_ref"
+
+
+def plugin_ref(kind: str, default: str, help: str = "") -> Any:
+    """A ``Params`` field that names another plugin of ``kind`` (default: plugin ``default``), e.g.
+    an attacker's estimator or an anonymizer's base algorithm.
+
+    In a config it is a sub-node, ``{name: <plugin>, <its parameters>}``: ``attacker.estimator=
+    permanent attacker.estimator.max_states=5000`` on the command line (``attacker/estimator=...``
+    is the same), ``estimator: permanent`` or ``estimator: {name: permanent, max_states: 5000}`` in
+    a preset. The core validates it (errors name the nested path), creates the plugin with the
+    registry the run is built with, and puts the *instance* in the field; its parameters are
+    logged to MLflow like any other (``attacker.estimator.max_states``). A plugin never looks a
+    plugin up by name itself."""
+    return field(default=default, metadata={"help": help, PLUGIN_REF: kind})
+
+
+def plugin_refs(params_cls: type) -> dict[str, tuple[str, str]]:
+    """``{field: (kind, default plugin name)}`` for the fields of ``params_cls`` made with
+    :func:`plugin_ref`."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(params_cls):
+        return {}
+    return {f.name: (f.metadata[PLUGIN_REF], f.default) for f in dataclasses.fields(params_cls) if PLUGIN_REF in f.metadata}
+
+
 class Plugin:
     """Base of every plugin. Subclasses set ``Params`` and a one-line class docstring."""
 
@@ -35,6 +63,10 @@ class Plugin:
 
     def __init__(self, params: Any | None = None):
         self.params = params if params is not None else self.Params()
+        for name in plugin_refs(type(self.params)):
+            if not isinstance(getattr(self.params, name), Plugin):
+                raise TypeError(f"{type(self).__name__}: params.{name} is {getattr(self.params, name)!r}, not a plugin; "
+                                f"plugins that reference others are created with Registry.create, which builds them")
 
 
 # ---------------------------------------------------------------------------- contexts

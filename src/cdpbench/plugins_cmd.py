@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .errors import ConfigError
-from .plugin import ENTRY_POINT_GROUPS
+from .plugin import ENTRY_POINT_GROUPS, plugin_refs
 from .registry import NONE, default_registry
 
 # What a kind's header adds, beyond `KIND=NAME` selecting a plugin.
@@ -32,6 +32,29 @@ def select_line(kind: str, name: str) -> str:
     return f"{kind}={name}"
 
 
+def parameter_lines(reg, info, prefix: str, indent: str = "      ") -> list[str]:
+    """One line per parameter, ``path: type = default   help``; a plugin reference
+    (:func:`cdpbench.plugin.plugin_ref`) shows the override that chooses its plugin and, below it,
+    the default plugin's parameters under their nested paths."""
+    refs = plugin_refs(info.cls.Params)
+    lines = []
+    for pname, typ, default, help_ in info.parameters():
+        if pname in refs:
+            ref_kind = refs[pname][0]
+            line = f"{indent}{prefix}.{pname}={default}  ({ref_kind} plugin; {prefix}.{pname}=NAME chooses another)"
+            lines.append(f"{line:<58} {help_}" if help_ else line)
+            try:
+                nested = reg.info(ref_kind, default)
+            except ConfigError as e:
+                lines.append(f"{indent}    BROKEN: {e}")
+                continue
+            lines += parameter_lines(reg, nested, f"{prefix}.{pname}", indent + "  ")
+            continue
+        line = f"{indent}{prefix}.{pname}: {typ} = {default!r}"
+        lines.append(f"{line:<58} {help_}" if help_ else line)
+    return lines
+
+
 def plugins_command(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="cdpbench plugins", description="List installed cdpbench plugins, the override "
                                  "that selects each and every parameter as the override that sets it (path: type = default).")
@@ -53,9 +76,7 @@ def plugins_command(argv: list[str]) -> int:
                 continue
             print(f"  {name}  [{info.distribution} {info.version}]  {info.doc}")
             print(f"      use: {select_line(kind, name)}")
-            prefix = param_prefix(kind, name)
-            for pname, typ, default, help_ in info.parameters():
-                line = f"      {prefix}.{pname}: {typ} = {default!r}"
-                print(f"{line:<58} {help_}" if help_ else line)
+            for line in parameter_lines(reg, info, param_prefix(kind, name)):
+                print(line)
         print()
     return 0

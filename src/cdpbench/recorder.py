@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CdpbenchError
+from .stopping import process_alive, signals_held
 from .record import (
     FAILED,
     FINISHED,
@@ -189,13 +190,7 @@ def _recorder_alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     except OSError:  # no /proc: is the process there at all?
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return process_alive(pid)
 
 
 def _recorder_gone(run, host: str) -> bool:
@@ -355,6 +350,10 @@ def root_cause(error: BaseException) -> str:
     return redact_text(" ".join(f"{name}: {message}".split()))[:500]
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def store_unusable(uri: str, cause: str) -> str:
     """The one-line error of a store that cannot be opened or written."""
     from .tracking import redact_uri
@@ -412,6 +411,7 @@ class Recorder:
         self.is_ready = False
         self.error: str | None = None  # why the store cannot be used, once the recorder said so
         self._watcher: threading.Thread | None = None
+        self._previous: tuple | None = None  # (signal, handler) that watch() replaced
 
     def open(self, uri: str, experiment: str, root: Path, folder: Path, sweep: dict[str, Any] | None = None) -> None:
         self.folder = Path(folder).resolve()
@@ -449,14 +449,26 @@ class Recorder:
 
     def watch(self) -> None:
         """Wait for the recorder's answer in a thread, while a single run goes on: a store that
-        cannot be opened interrupts the run at once (:attr:`error` says why)."""
+        cannot be opened interrupts the run at once (:attr:`error` says why), as Ctrl-C would.
+        Through SIGUSR1's handler, installed here: SIGINT may be ignored (a command started in
+        the background by a script inherits SIGINT ignored)."""
+        signum = getattr(signal, "SIGUSR1", signal.SIGINT)
+        if threading.current_thread() is threading.main_thread():
+            self._previous = (signum, signal.signal(signum, _interrupted))
+
         def answer() -> None:
             self._answer()
             if self.error:
-                _thread.interrupt_main()
+                _thread.interrupt_main(signum)
 
         self._watcher = threading.Thread(target=answer, daemon=True, name="cdpbench-recorder-answer")
         self._watcher.start()
+
+    def unwatch(self) -> None:
+        """Restore the signal handler :meth:`watch` replaced."""
+        if self._previous is not None:
+            signal.signal(*self._previous)
+            self._previous = None
 
     @staticmethod
     def _stderr_cause(err: str) -> str:
@@ -476,11 +488,10 @@ class Recorder:
     def finish(self, interrupted: bool = False) -> dict[str, Any]:
         """Tell the recorder to end, wait for it, and return its summary. Ctrl-C and SIGTERM are
         ignored meanwhile (in the main thread): the recorder is writing the runs' final states."""
-        from .stopping import signals_held
-
         with signals_held():
             if self._watcher is not None:
                 self._watcher.join()
+            self.unwatch()
             try:
                 out, err = self.proc.communicate("END interrupted\n" if interrupted else "END\n")
             except (BrokenPipeError, ValueError):  # it ended already (its store failed)

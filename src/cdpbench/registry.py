@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ConfigError
-from .plugin import ENTRY_POINT_GROUPS, KINDS, Plugin
+from .plugin import ENTRY_POINT_GROUPS, KINDS, Plugin, plugin_refs
 
 NONE = "none"  # the option that disables an optional component (e.g. attacker=none)
 
@@ -100,15 +100,25 @@ class Registry:
         unknown = [k for k in raw if k not in allowed]
         if unknown:
             raise ConfigError(f"{where}.{unknown[0]} is not a parameter of {kind} {name!r}; allowed: {allowed}")
+        refs = plugin_refs(info.cls.Params)
+        nodes = {f: raw.pop(f) for f in refs if f in raw}  # built below, by this registry
         try:
             conf = OmegaConf.merge(OmegaConf.structured(info.cls.Params), raw)
-            return OmegaConf.to_object(conf)
+            params = OmegaConf.to_object(conf)
         except ConfigError as e:
             raise ConfigError(f"{where}.{e}") from None
         except OmegaConfBaseException as e:
             key = getattr(e, "full_key", None) or getattr(e, "key", None) or "?"
             msg = str(e).splitlines()[0]
             raise ConfigError(f"{where}.{key}: {msg}") from None
+        for field_name, (ref_kind, default) in refs.items():
+            path = f"{where}.{field_name}"
+            node = reference_node(nodes.get(field_name), default, ref_kind, path)
+            if node["name"] not in self._eps[ref_kind]:
+                raise ConfigError(f"{path}: unknown {ref_kind} {node['name']!r}; installed: "
+                                  f"{', '.join(self.names(ref_kind)) or 'none installed'}")
+            setattr(params, field_name, self.create(ref_kind, node["name"], node, path))
+        return params
 
     def create(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None, where: str | None = None) -> Plugin:
         """Instantiate plugin ``name`` of ``kind`` with validated parameters."""
@@ -120,6 +130,24 @@ class Registry:
     def _check_kind(self, kind: str) -> None:
         if kind not in ENTRY_POINT_GROUPS:
             raise ConfigError(f"unknown plugin kind {kind!r}; kinds: {list(ENTRY_POINT_GROUPS)}")
+
+
+def reference_node(value: Any, default: str, kind: str, where: str) -> dict[str, Any]:
+    """A plugin reference's config node as ``{name: ..., <parameters>}``: absent -> the default
+    plugin, a name -> that plugin with its defaults, a mapping without ``name`` -> the default
+    plugin with those parameters."""
+    if isinstance(value, DictConfig):
+        value = OmegaConf.to_container(value, resolve=True)
+    if value is None:
+        return {"name": default}
+    if isinstance(value, str) and value:
+        return {"name": value}
+    if isinstance(value, dict):
+        node = dict(value)
+        node.setdefault("name", default)
+        if isinstance(node["name"], str) and node["name"]:
+            return node
+    raise ConfigError(f"{where} must name a plugin of kind {kind} ({where}=NAME, {where}.<param>=VALUE), got {value!r}")
 
 
 _DEFAULT: Registry | None = None
@@ -142,13 +170,9 @@ def register_configs(registry: Registry | None = None) -> None:
 
     registry = registry or default_registry()
     cs = ConfigStore.instance()
+    stored: set[str] = set()  # reference groups already stored
     for kind in ("dataset", "knowledge", "estimator", "privacy_model", "anonymizer", "attacker"):
-        for name in registry.names(kind):
-            try:
-                node = {"name": name, **_plain(registry.info(kind, name).defaults())}
-            except ConfigError:
-                continue  # reported by `cdpbench plugins` and on use
-            cs.store(group=kind, name=name, node=node)
+        _store_group(cs, registry, kind, kind, REFERENCE_DEPTH, stored)
         if kind in ("attacker", "knowledge"):
             cs.store(group=kind, name=NONE, node={"name": NONE})
     metrics: dict[str, Any] = {}
@@ -158,6 +182,46 @@ def register_configs(registry: Registry | None = None) -> None:
         except ConfigError:
             continue
     cs.store(group="metrics", name="all", node=metrics)
+
+
+#: how deep plugin references become Hydra config groups (``attacker/estimator``,
+#: ``anonymizer/base/...``); deeper ones are plain sub-nodes the core fills in
+REFERENCE_DEPTH = 3
+
+
+def _store_group(cs, registry: Registry, group: str, kind: str, depth: int, stored: set[str]) -> None:
+    """Every plugin of ``kind`` as an option of config group ``group`` (``attacker``, or
+    ``attacker/estimator`` for an attacker's estimator reference). A plugin's references are
+    groups of their own below it, chosen in its defaults list, so that ``attacker/estimator=NAME``
+    (``attacker.estimator=NAME``, rewritten) swaps the whole sub-node, parameters included."""
+    for name in registry.names(kind):
+        try:
+            info = registry.info(kind, name)
+            values = _plain(info.defaults())
+        except ConfigError:
+            continue  # reported by `cdpbench plugins` and on use
+        refs = plugin_refs(info.cls.Params)
+        node: dict[str, Any] = {"name": name}
+        chosen = []
+        for key, value in values.items():
+            if key in refs and depth > 1:
+                chosen.append({key: value})
+            elif key in refs:
+                node[key] = {"name": value}  # too deep for a group: the core fills it in
+            else:
+                node[key] = value
+        if chosen:
+            node = {"defaults": [*chosen, "_self_"], **node}
+        cs.store(group=group, name=name, node=node)
+    for name in registry.names(kind):
+        try:
+            refs = plugin_refs(registry.info(kind, name).cls.Params)
+        except ConfigError:
+            continue
+        for key, (ref_kind, _) in refs.items():
+            if depth > 1 and f"{group}/{key}" not in stored:
+                stored.add(f"{group}/{key}")
+                _store_group(cs, registry, f"{group}/{key}", ref_kind, depth - 1, stored)
 
 
 def _plain(d: dict[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def stop_requested(folder: Path, launch: str | None) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Is there a process ``pid`` on this host (whoever owns it)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -75,7 +76,7 @@ class JobWatch:
 
     def _watch(self) -> None:
         while not self.done.wait(POLL):
-            gone = self.same_host and isinstance(self.pid, int) and not _alive(self.pid)
+            gone = self.same_host and isinstance(self.pid, int) and not process_alive(self.pid)
             if gone or stop_requested(self.folder, self.launch):
                 self.fired = True
                 _thread.interrupt_main()
@@ -99,7 +100,7 @@ def wait_for_jobs(folder: Path, launch: str | None, timeout: float = STOP_WAIT) 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         alive = [r for r in statuses(folder, launch=launch).values()
-                 if r.status == RUNNING and r.pid != os.getpid() and (r.host != host or r.pid is None or _alive(r.pid))]
+                 if r.status == RUNNING and r.pid != os.getpid() and (r.host != host or r.pid is None or process_alive(r.pid))]
         if not alive:
             return
         time.sleep(0.1)

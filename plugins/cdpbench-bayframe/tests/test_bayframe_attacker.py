@@ -11,8 +11,17 @@ from cdpbench.metrics.belief import BeliefMetrics
 from cdpbench.plugin import AttackContext, MetricContext
 from cdpbench.registry import default_registry
 from cdpbench_bayframe.attacker import BayFrameAttacker, BayFrameAttackerParams
-from cdpbench_bayframe.bayesian import bayesian_posterior
-from cdpbench_bayframe.knowledge import BayFrameKnowledge, BayFrameKnowledgeParams
+from cdpbench_bayframe.bayesian import BayesianEstimator, bayesian_posterior
+from cdpbench_bayframe.knowledge import BayFrameKnowledge
+
+
+def adversary(**values):
+    """The bayframe attacker, built by the registry (its knowledge and estimator references too)."""
+    return default_registry().create("attacker", "bayframe", values)
+
+
+def bayframe_knowledge(**values):
+    return default_registry().create("knowledge", "bayframe", values)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +38,8 @@ def groups_of(release, size=4):
     return Publication.from_partition(release, g)
 
 
-def attack(params, releases, seed=0, upto=None):
-    attacker = BayFrameAttacker(params)
+def attack(values, releases, seed=0, upto=None):
+    attacker = adversary(**values)
     views, results = [], []
     rng = np.random.default_rng(seed)
     for r in releases[:upto]:
@@ -43,10 +52,11 @@ def attack(params, releases, seed=0, upto=None):
 
 def test_without_compromised_records_it_is_the_knowledge_and_the_estimator(releases):
     """Step by step by hand: RPD from the knowledge, PB from bayesian_posterior with the same rng."""
-    params = BayFrameAttackerParams(steps=1)
-    knowledge = BayFrameKnowledge(BayFrameKnowledgeParams(steps=1))
+    knowledge = bayframe_knowledge(steps=1)
     rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)
-    attacker = BayFrameAttacker(params)
+    attacker = adversary(knowledge={"steps": 1})
+    assert isinstance(attacker, BayFrameAttacker) and isinstance(attacker.knowledge, BayFrameKnowledge)
+    assert isinstance(attacker.params.estimator, BayesianEstimator)
     views = []
     for r in releases:
         view = groups_of(r).public()
@@ -65,7 +75,7 @@ def test_without_compromised_records_it_is_the_knowledge_and_the_estimator(relea
 
 def test_every_record_compromised_with_certainty_is_known(releases):
     for cascading in ("prior", "posterior"):
-        _, results = attack(BayFrameAttackerParams(cascading=cascading, sigma=1.0, cr=1.0), releases, upto=1)
+        _, results = attack({"cascading": cascading, "sigma": 1.0, "cr": 1.0}, releases, upto=1)
         pub, res = results[0]
         truth = dict(zip(pub.respondent.tolist(), pub.sensitive.tolist()))
         values = np.array([truth[v] for v in res.respondent.tolist()])
@@ -78,14 +88,14 @@ def test_prior_cascading_is_eq_5_before_the_estimator(releases):
     r = releases[0]
     view = groups_of(r).public()
     cr = 0.9
-    attacker = BayFrameAttacker(BayFrameAttackerParams(cascading="prior", sigma=0.5, cr=cr))
+    attacker = adversary(cascading="prior", sigma=0.5, cr=cr)
     rng = np.random.default_rng(7)
     got = attacker.observe(view, AttackContext(r, [view], rng))
     # replay: the same draws, the same RPD (PD_sv at t1)
     replay = np.random.default_rng(7)
     compromised = replay.random(len(view.respondent)) < 0.5
     assert (got.given == compromised).all()
-    rpd = BayFrameKnowledge().prior(r)[np.searchsorted(r.respondent, view.respondent)]
+    rpd = bayframe_knowledge().prior(r)[np.searchsorted(r.respondent, view.respondent)]
     truth = r.sensitive[np.searchsorted(r.respondent, view.respondent)]
     weights = rpd.copy()
     weights[compromised] *= 1 - cr
@@ -95,7 +105,7 @@ def test_prior_cascading_is_eq_5_before_the_estimator(releases):
 
 
 def _gains(releases, cascading, size, sigma=0.3, cr=0.9):
-    attacker = BayFrameAttacker(BayFrameAttackerParams(cascading=cascading, sigma=sigma, cr=cr))
+    attacker = adversary(cascading=cascading, sigma=sigma, cr=cr)
     views, rng = [], np.random.default_rng(3)
     for r in releases:
         pub = groups_of(r, size)
@@ -142,21 +152,51 @@ def test_prior_cascading_acts_only_through_u_so_posterior_cascading_gains_more(r
     ({"cascading": "both"}, "cascading must be 'none', 'prior' or 'posterior'"),
     ({"sigma": 1.5}, "sigma must be a number in [0, 1] (got 1.5)"),
     ({"cr": 0}, "cr must be a number in (0, 1] (got 0)"),
-    ({"steps": 4}, "steps must be 1 or 2 (got 4)"),
-    ({"estimator": "configuration", "cascading": "posterior"}, "cascading must be 'none' or 'prior' with estimator 'configuration'"),
-    ({"estimator": "nope"}, "estimator must be 'bayesian' or an installed estimator ("),
 ])
 def test_params_are_checked(kwargs, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         BayFrameAttackerParams(**kwargs)
 
 
-def test_another_estimator_is_used_through_the_registry(releases):
+@pytest.mark.parametrize("values, message", [
+    ({"knowledge": {"steps": 4}}, "attacker.knowledge.steps must be 1 or 2 (got 4)"),
+    ({"knowledge": {"sv": "kernel", "kernel": {"bandwidth": 0}}}, "attacker.knowledge.kernel.bandwidth must be a number > 0"),
+    ({"estimator": {"a": 0.0}}, "attacker.estimator.a must be a finite number > 0 (got 0.0)"),
+    ({"estimator": "nope"}, "attacker.estimator: unknown estimator 'nope'; installed: "),
+    ({"estimator": "configuration", "cascading": "posterior"},
+     "attacker.cascading must be 'none' or 'prior' with attacker.estimator 'configuration' (posterior-based cascading "
+     "needs the Bayesian estimator, attacker.estimator=bayesian) (got 'posterior')"),
+    # the parameters moved to the references (knowledge: steps, revision, sv, correlation, kernel
+    # bandwidth; estimator: a, normalize) are no longer the attacker's
+    ({"steps": 2}, "attacker.steps is not a parameter of attacker 'bayframe'"),
+    ({"a": 2.0}, "attacker.a is not a parameter of attacker 'bayframe'"),
+    ({"normalize": False}, "attacker.normalize is not a parameter of attacker 'bayframe'"),
+    ({"bandwidth": 0.5}, "attacker.bandwidth is not a parameter of attacker 'bayframe'"),
+])
+def test_references_are_checked_when_the_attacker_is_built(values, message):
+    """Errors name the nested path; posterior cascading without the Bayesian estimator fails at construction."""
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        default_registry().create("attacker", "bayframe", values, "attacker")
+
+
+def test_the_bayesian_estimators_a_and_normalize_are_used_with_the_attacks_generator(releases):
+    """attacker.estimator.a / .normalize reach Eq. 2; ties are broken with the attack's generator,
+    not the estimator's own seed."""
+    r = releases[0]
+    view = groups_of(r).public()
+    rpd = bayframe_knowledge().prior(r)[np.searchsorted(r.respondent, view.respondent)]
+    for estimator in ({"a": 2.5, "normalize": False, "seed": 3}, {"a": 0.5}):
+        got = adversary(estimator=estimator).observe(view, AttackContext(r, [view], np.random.default_rng(4)))
+        expected = bayesian_posterior(rpd, view.sensitive, view.group, view.n_groups, r.n_values, a=estimator["a"],
+                                      normalize=estimator.get("normalize", True), rng=np.random.default_rng(4))
+        assert got.posterior == pytest.approx(expected, abs=1e-12)
+
+
+def test_another_estimator_is_used_through_its_reference(releases):
     """estimator=configuration (JS-reduce's, for Fig. 11's JS-reduce+Prior) gives its posterior."""
     r = releases[0]
     view = groups_of(r).public()
-    got = BayFrameAttacker(BayFrameAttackerParams(estimator="configuration")).observe(
-        view, AttackContext(r, [view], np.random.default_rng(0)))
-    rpd = BayFrameKnowledge().prior(r)[np.searchsorted(r.respondent, view.respondent)]
+    got = adversary(estimator="configuration").observe(view, AttackContext(r, [view], np.random.default_rng(0)))
+    rpd = bayframe_knowledge().prior(r)[np.searchsorted(r.respondent, view.respondent)]
     conf = default_registry().create("estimator", "configuration")
     assert got.posterior == pytest.approx(conf.posterior(rpd, view.sensitive, view.group, view.n_groups, r.n_values))

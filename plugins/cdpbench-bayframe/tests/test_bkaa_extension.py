@@ -25,7 +25,6 @@ from cdpbench.taxonomy import Taxonomy
 from cdpbench_bayframe.bayesian import BayesianEstimator
 from cdpbench_bayframe.bkaa import BKAA, _prefix_judge, greedy_partition, npn_coordinates, npn_order
 from cdpbench_bayframe.j_similarity import JSimilarity, JSimilarityExtension, JSimilarityParams, js_divergence, likeness_gain
-from cdpbench_bayframe.knowledge import BayFrameKnowledge
 
 KEYS = ("n_groups", "leftovers", "merged", "suppressed")
 
@@ -91,7 +90,7 @@ def contexts(release: Release, prior: np.ndarray, params: JSimilarityParams, tab
 def test_extension_equals_accepts_on_bkseq_releases_with_bayframe_beliefs():
     reg = default_registry()
     dataset = reg.create("dataset", "bkseq", {"releases": 4, "tuples": 1500})
-    knowledge, estimator = BayFrameKnowledge(), BayesianEstimator()
+    knowledge, estimator = reg.create("knowledge", "bayframe"), BayesianEstimator()
     # j = 0.5 (was 0.6): with bkseq's exact first-appearance BK_sv (deaths/discharges possible at a
     # first tuple) the beliefs diverge less and j = 0.6 no longer gets stuck or suppresses anything
     params = JSimilarityParams(k=3, beta=5.0, j=0.5)

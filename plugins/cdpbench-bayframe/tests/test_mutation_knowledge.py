@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from cdpbench.data import PublicView
+from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
-from cdpbench_bayframe.knowledge import BayFrameKnowledge
 
 VALUES = ("a", "b", "c", "d", "e")
 SCHEMA = Schema((NumericQI("age", 0, 100),), Sensitive("s", VALUES))
@@ -22,7 +22,7 @@ def view(t, groups):
 
 
 def test_revise_without_posterior_stores_frequencies_and_uniform_for_an_absent_respondent():
-    k = BayFrameKnowledge()
+    k = default_registry().create("knowledge", "bayframe")  # builds its kernel reference
     v = view(1, [([10, 11, 12], [0, 0, 2]), ([20, 21], [1, 4])])
     ids = np.array([12, 20, 99])  # 99 is not in the view
     k.revise(v, None, ids)

@@ -7,8 +7,14 @@ import pytest
 
 from cdpbench.data import PublicView, Release
 from cdpbench.errors import ConfigError, DataError
+from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
 from cdpbench_bayframe.knowledge import BayFrameKnowledge, BayFrameKnowledgeParams
+
+
+def knowledge(**values) -> BayFrameKnowledge:
+    """The bayframe knowledge, built by the registry (with its kernel reference)."""
+    return default_registry().create("knowledge", "bayframe", values)  # type: ignore[return-value]
 
 # Table 6's domain, in its order
 VALUES = ("Flu", "Gastric ulcer", "Bronchitis", "Alzheimer", "Liver infection", "Diabetes-I", "Diabetes-II",
@@ -73,7 +79,7 @@ def table8_posterior(v):
 
 
 def test_new_respondents_get_pd_sv():
-    k = BayFrameKnowledge()
+    k = knowledge()
     model = ExampleModel()
     prior = k.prior(release(1, range(6), model))
     assert prior == pytest.approx(np.tile(PD_SV, (6, 1)))
@@ -83,7 +89,7 @@ def test_example_3_revised_prior_is_table_9():
     """Eq. 3 with d = 1: RPD(Cayla, Cancer-II) = (0.002 + 0.002 + 0.6) / 3 = 0.20133 before normalizing;
     over the full domain the row holds only Table 7's three targets, so normalized it is Table 9."""
     model = ExampleModel()
-    k = BayFrameKnowledge()
+    k = knowledge()
     r1 = release(1, range(6), model)
     k.prior(r1)
     v1 = view(1, [GROUP1, GROUP2])
@@ -104,7 +110,7 @@ def test_example_3_revised_prior_is_table_9():
 
 def test_absent_respondent_keeps_its_last_rpd():
     model = ExampleModel()
-    k = BayFrameKnowledge()
+    k = knowledge()
     k.prior(release(1, range(6), model))
     v1 = view(1, [GROUP1, GROUP2])
     k.revise(v1, table8_posterior(v1), v1.respondent)
@@ -132,7 +138,7 @@ def _two_step_setup(revision):
     t2 = rng.dirichlet(np.ones(m), size=(m, m))
     model = ExampleModel(t2)
     model.t1 = t1
-    k = BayFrameKnowledge(BayFrameKnowledgeParams(steps=2, revision=revision))
+    k = knowledge(steps=2, revision=revision)
     ids = [0, 1, 2]
     posts = []
     for t in (1, 2):
@@ -194,7 +200,7 @@ def test_two_step_needs_both_releases_and_otherwise_revises_with_one_step():
 
 def test_uniform_correlation_gives_returning_respondents_a_uniform_prior():
     model = ExampleModel()
-    k = BayFrameKnowledge(BayFrameKnowledgeParams(correlation="uniform", sv="uniform"))
+    k = knowledge(correlation="uniform", sv="uniform")
     k.prior(release(1, range(6), model))
     v1 = view(1, [GROUP1, GROUP2])
     k.revise(v1, table8_posterior(v1), v1.respondent)
@@ -205,8 +211,8 @@ def test_uniform_correlation_gives_returning_respondents_a_uniform_prior():
 def test_without_a_model_the_error_names_the_fix():
     r = Release(1, SCHEMA, np.arange(3), np.zeros((3, 1)), np.zeros(3, dtype=np.int64))
     with pytest.raises(DataError, match="knowledge.sv=kernel"):
-        BayFrameKnowledge().prior(r)
-    assert BayFrameKnowledge(BayFrameKnowledgeParams(sv="uniform", correlation="uniform")).prior(r).shape == (3, 11)
+        knowledge().prior(r)
+    assert knowledge(sv="uniform", correlation="uniform").prior(r).shape == (3, 11)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -218,3 +224,21 @@ def test_without_a_model_the_error_names_the_fix():
 def test_params_are_checked(kwargs, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         BayFrameKnowledgeParams(**kwargs)
+
+
+def test_sv_kernel_is_the_kernel_reference_with_its_own_bandwidth():
+    """sv=kernel: PD_sv is the referenced knowledge's prior (classic's kernel by default, bandwidth
+    0.3 as the knowledge's former own ``bandwidth``), set at knowledge.kernel.bandwidth."""
+    reg = default_registry()
+    sens = np.array([0, 3, 3, 7, 10, 1])
+    r = Release(1, SCHEMA, np.arange(6), np.array([[20.0], [25.0], [40.0], [41.0], [70.0], [90.0]]), sens)
+    default = knowledge(sv="kernel", correlation="uniform")
+    assert default.params.kernel.plugin_name == "kernel" and default.params.kernel.params.bandwidth == 0.3
+    assert default.prior(r) == pytest.approx(reg.create("knowledge", "kernel", {"bandwidth": 0.3}).prior(r), abs=0)
+    wide = knowledge(sv="kernel", correlation="uniform", kernel={"bandwidth": 0.8})
+    assert wide.prior(r) == pytest.approx(reg.create("knowledge", "kernel", {"bandwidth": 0.8}).prior(r), abs=0)
+    assert knowledge(sv="kernel", correlation="uniform", kernel="uniform").prior(r) == pytest.approx(np.full((6, 11), 1 / 11))
+    with pytest.raises(ConfigError, match=r"^knowledge\.bandwidth is not a parameter of knowledge 'bayframe'"):
+        knowledge(bandwidth=0.5)
+    with pytest.raises(ConfigError, match=r"^knowledge\.kernel\.bandwidth must be a number > 0 \(got -1\.0\)$"):
+        knowledge(kernel={"bandwidth": -1.0})

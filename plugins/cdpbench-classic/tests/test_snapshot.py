@@ -45,7 +45,7 @@ def test_kernel_omega_posteriors_by_hand_and_aligned_with_the_view():
     # Ω(30) = (2 * 9/17 / 2, 8/17) = (9/17, 8/17) -> itself; Ω(10) = (8/17, 9/17) -> itself;
     # Ω(20) = (2 * 1 / 2, 0) = (1, 0).
     rel = release([30, 10, 20], [(20, "a"), (30, "b"), (60, "a")])
-    result, view = attack(snapshot(knowledge="kernel", bandwidth=0.3, estimator="omega"), rel, [0, 0, 0])
+    result, view = attack(snapshot(knowledge={"name": "kernel", "bandwidth": 0.3}, estimator="omega"), rel, [0, 0, 0])
     assert result.respondent.tolist() == [10, 20, 30] == view.respondent.tolist()
     assert np.allclose(result.posterior, [[8 / 17, 9 / 17, 0], [1, 0, 0], [9 / 17, 8 / 17, 0]])
 
@@ -85,7 +85,7 @@ def test_uniform_knowledge_with_omega_gives_the_frequencies(seed):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kernel_omega_equals_the_estimate_on_the_population_prior(seed):
     rel, groups = random_release(seed)
-    result, view = attack(snapshot(bandwidth=0.4), rel, groups)
+    result, view = attack(snapshot(knowledge={"bandwidth": 0.4}), rel, groups)
     row_of = {int(r): i for i, r in enumerate(rel.respondent)}
     prior = kernel_prior(rel, 0.4)[[row_of[int(r)] for r in view.respondent]]
     assert np.allclose(result.posterior, omega_posterior(prior, view.sensitive, view.group, view.n_groups, 3))
@@ -110,12 +110,17 @@ def test_counterfeit_rows_get_a_uniform_prior():
 
 
 def test_components_come_from_the_registry():
-    a = snapshot(knowledge="kernel", bandwidth=0.5)
+    a = snapshot(knowledge={"name": "kernel", "bandwidth": 0.5})
     assert isinstance(a.knowledge, KernelPrior) and a.knowledge.params.bandwidth == 0.5
     assert isinstance(a.estimator, OmegaEstimate)
     u = snapshot(knowledge="uniform")
     assert isinstance(u.knowledge, Uniform)
-    assert SnapshotParams() == SnapshotParams(knowledge="kernel", bandwidth=0.3, estimator="omega")
+    d = snapshot()  # the defaults: the kernel of bandwidth 0.3 and the Ω-estimate
+    assert isinstance(d.knowledge, KernelPrior) and d.knowledge.params.bandwidth == 0.3
+    assert isinstance(d.estimator, OmegaEstimate)
+    with pytest.raises(TypeError, match="params.knowledge is 'kernel', not a plugin; plugins that reference others "
+                                        "are created with Registry.create"):
+        Snapshot(SnapshotParams())
 
 
 def test_population_prior_is_computed_once_per_population():
@@ -135,16 +140,21 @@ def test_population_prior_is_computed_once_per_population():
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"knowledge": "nope"}, r"^knowledge: unknown knowledge 'nope'; installed: .*kernel.*uniform"),
-        ({"estimator": "nope"}, r"^estimator: unknown estimator 'nope'; installed: .*frequency.*omega"),
-        ({"bandwidth": 0.0}, r"^bandwidth must be a number > 0 \(got 0\.0\)$"),
-        ({"bandwidth": -1.0}, r"^bandwidth must be a number > 0 \(got -1\.0\)$"),
+        ({"knowledge": "nope"}, r"^attacker\.knowledge: unknown knowledge 'nope'; installed: .*kernel.*uniform"),
+        ({"estimator": "nope"}, r"^attacker\.estimator: unknown estimator 'nope'; installed: .*frequency.*omega"),
+        ({"knowledge": {"bandwidth": 0.0}}, r"^attacker\.knowledge\.bandwidth must be a number > 0 \(got 0\.0\)$"),
+        ({"knowledge": {"name": "kernel", "bandwidth": -1.0}},
+         r"^attacker\.knowledge\.bandwidth must be a number > 0 \(got -1\.0\)$"),
+        ({"estimator": {"name": "permanent", "max_states": 0}},
+         r"^attacker\.estimator\.max_states must be an integer >= 1 \(got 0\)$"),
+        ({"knowledge": {"name": "uniform", "bandwidth": 0.3}},
+         r"^attacker\.knowledge\.bandwidth is not a parameter of knowledge 'uniform'; allowed: \[\]$"),
+        ({"bandwidth": 0.3}, r"^attacker\.bandwidth is not a parameter of attacker 'snapshot'; allowed: "
+                             r"\['knowledge', 'estimator'\]$"),
+        ({"estimator": 3}, r"^attacker\.estimator must name a plugin of kind estimator "),
     ],
 )
-def test_parameter_errors_are_one_line_and_name_the_field(kw, message):
+def test_parameter_errors_are_one_line_and_name_the_nested_field(kw, message):
     with pytest.raises(ConfigError, match=message) as e:
-        SnapshotParams(**kw)
-    assert "\n" not in str(e.value)
-    with pytest.raises(ConfigError, match=r"^attacker\." + message[1:]) as e:
         default_registry().create("attacker", "snapshot", kw)
     assert "\n" not in str(e.value)

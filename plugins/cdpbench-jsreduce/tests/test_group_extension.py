@@ -143,12 +143,10 @@ def cases(draw):
         prior[hot] = np.eye(m)[rng.integers(0, m, hot.sum())]
         prior[prior == 0.0] = -0.0
     prior *= rng.choice([1.0, 0.3, 7.0, 1e-3], size=(n, 1))  # raw, unnormalized beliefs
-    params = {
-        "k": draw(st.integers(1, 6)),
-        "t": draw(st.sampled_from([0.1, 0.2, 0.35, 0.5, 1.0])),
-        "j": draw(st.sampled_from([0.0, 0.05, 0.2, 0.4, 0.6, 1.0])),
-        "t_distance": distance,
-    }
+    k = draw(st.integers(1, 6))
+    t = draw(st.sampled_from([0.1, 0.2, 0.35, 0.5, 1.0]))
+    j = draw(st.sampled_from([0.0, 0.05, 0.2, 0.4, 0.6, 1.0]))
+    params = {"k": k, "j": j, "closeness": {"t": t, "distance": distance}}
     return release, prior, params
 
 
@@ -222,7 +220,7 @@ def test_scan_falls_back_to_accepts_without_prefix_judgments():
     frame = pd.DataFrame({"id": np.arange(n), "x": rng.integers(0, 31, n), "y": rng.integers(0, 31, n), "s": rng.choice(list("abcd"), n)})
     release = schema.encode(frame, 1)
     prior = rng.dirichlet(np.full(m, 0.3), size=n)
-    ctx = contexts(release, prior, {"k": 3, "t": 0.35, "j": 0.4})
+    ctx = contexts(release, prior, {"k": 3, "j": 0.4, "closeness": {"t": 0.35}})
     start = ctx.extension(release)
     old_contract = without_prefixes(start)
     assert GroupExtension().accepts_prefixes(np.zeros((0, 1), dtype=np.int64)) is None  # the default
@@ -254,7 +252,7 @@ def test_extension_is_offered_only_by_models_that_have_one():
         def accepts(self, batch, ctx):  # a subclass that judges otherwise must not get the fast path
             return super().accepts(batch, ctx) & False
 
-    ctx = PublishContext(Judging(), mctx, History(), np.random.default_rng(0), prior)
+    ctx = PublishContext(Judging(REG.params("privacy_model", "js_reduce", {})), mctx, History(), np.random.default_rng(0), prior)
     assert ctx.extension(release)(np.arange(6), np.repeat(np.arange(3), 2), 3) is None
 
 
@@ -268,7 +266,7 @@ def test_the_extension_judges_a_few_groups_as_it_judges_all():
     from benchmarks.bench_js_reduce import bkseq_like_view
 
     release, prior = bkseq_like_view(np.random.default_rng(7), n=3000)
-    ctx = contexts(release, prior, {"k": 3, "t": 0.5, "j": 0.6})
+    ctx = contexts(release, prior, {"k": 3, "j": 0.6, "closeness": {"t": 0.5}})
     rng = np.random.default_rng(1)
     members = rng.permutation(3000)[:2400]
     segment = np.sort(rng.integers(0, 300, 2400))

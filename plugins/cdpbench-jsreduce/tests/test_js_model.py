@@ -16,7 +16,7 @@ from scipy.stats import entropy
 
 from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import ConfigError, DataError
-from cdpbench.plugin import ModelContext
+from cdpbench.plugin import ModelContext, plugin_refs
 from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
 from cdpbench_jsreduce.js_model import JSReduceModel, JSReduceParams, js_divergence
@@ -29,8 +29,11 @@ def js_one(*rows) -> float:
     return float(js_divergence(rows, np.zeros(len(rows), dtype=np.int64), 1)[0])
 
 
-def model(**params) -> JSReduceModel:
-    return default_registry().create("privacy_model", "js_reduce", params)
+def model(t: float | None = None, distance: str | None = None, **params) -> JSReduceModel:
+    """js_reduce with ``t`` and ``distance`` given to its t-closeness reference
+    (``privacy_model.closeness.t`` / ``.distance``)."""
+    closeness = {key: v for key, v in (("t", t), ("distance", distance)) if v is not None}
+    return default_registry().create("privacy_model", "js_reduce", {**params, "closeness": closeness})
 
 
 def ctx_for(m: int, q=None, ordered: bool = False) -> ModelContext:
@@ -144,18 +147,19 @@ def test_thresholds_are_inclusive():
     assert model(k=2, t=0.5, j=0.0).accepts(b, ctx_for(2)).tolist() == [True]
 
 
-def test_t_distance_is_passed_to_t_closeness():
+def test_closeness_distance_is_t_closenesss_ground_distance():
     # counts (3, 0, 0) against uniform q: equal-distance EMD 2/3, ordered EMD (2/3 + 1/3)/2 = 1/2
     b = batch([([0, 0, 0], [U3, U3, U3])], 3)
     ctx = ctx_for(3, ordered=True)
-    assert model(k=1, t=0.55, j=1.0, t_distance="equal").accepts(b, ctx).tolist() == [False]
-    ordered = model(k=1, t=0.55, j=1.0, t_distance="ordered")
+    assert model(k=1, t=0.55, j=1.0, distance="equal").accepts(b, ctx).tolist() == [False]
+    ordered = model(k=1, t=0.55, j=1.0, distance="ordered")
+    assert ordered.closeness.params.distance == "ordered" and ordered.closeness.params.k == 1
     ordered.prepare(None, ctx)
     assert ordered.accepts(b, ctx).tolist() == [True]
     with pytest.raises(ConfigError, match="needs an ordered sensitive attribute"):
-        model(t_distance="ordered").prepare(None, ctx_for(3))
+        model(distance="ordered").prepare(None, ctx_for(3))
     with pytest.raises(ConfigError, match="needs a taxonomy"):
-        model(t_distance="hierarchical").prepare(None, ctx_for(3))
+        model(distance="hierarchical").prepare(None, ctx_for(3))
 
 
 def test_without_beliefs_the_model_says_what_to_configure():
@@ -195,9 +199,13 @@ def test_levels_and_verify_on_a_publication():
     "params, message",
     [
         ({"k": 0}, "privacy_model.k must be an integer >= 1 (got 0)"),
-        ({"t": 1.5}, "privacy_model.t must be a number in [0, 1] (got 1.5)"),
+        ({"closeness": {"t": 1.5}}, "privacy_model.closeness.t must be a number in [0, 1] (got 1.5)"),
         ({"j": -0.1}, "privacy_model.j must be a number in [0, 1] (got -0.1)"),
-        ({"t_distance": "manhattan"}, "privacy_model.t_distance must be one of 'equal', 'ordered', 'hierarchical' (got 'manhattan')"),
+        ({"closeness": {"distance": "manhattan"}},
+         "privacy_model.closeness.distance must be one of 'equal', 'ordered', 'hierarchical' (got 'manhattan')"),
+        ({"closeness": {"k": 3}}, "privacy_model.closeness.k must be 1 (the minimum group size is privacy_model.k) (got 3)"),
+        ({"closeness": "nope"}, "privacy_model.closeness: unknown privacy_model 'nope'"),
+        ({"t": 0.5}, "privacy_model.t is not a parameter of privacy_model 'js_reduce'"),  # moved to closeness.t
         ({"l": 2}, "privacy_model.l is not a parameter of privacy_model 'js_reduce'"),
     ],
 )
@@ -212,7 +220,13 @@ def test_defaults_are_the_published_experiment_values():
     p = JSReduceParams()
     # t and j: JS-reduce (TDSC 2012) Table 5, row "JS-red.": t in [0.5, 0.8], bold 0.5; j in
     # [0.2, 0.8], bold 0.6 ("bold numbers indicate the values used in the following experiments").
-    assert (p.t, p.j) == (0.5, 0.6)
+    # t is the t-closeness reference's own parameter: its default is t_closeness's (0.2), and the
+    # method preset sets closeness.t = 0.5 (tests/test_experiments.py checks the preset).
+    assert p.j == 0.6
+    assert plugin_refs(JSReduceParams) == {"closeness": ("privacy_model", "t_closeness")}
+    closeness = default_registry().create("privacy_model", "js_reduce", {}).closeness
+    assert (type(closeness).__name__, closeness.params.t, closeness.params.k) == ("TCloseness", 0.2, 1)
+    assert model(t=0.5).closeness.params.t == 0.5
     # k: Table 5 has no k column (its columns are l, t, B, j) and the JS-reduce paper states no
     # value of k anywhere. k = 3 comes from BayFrame (bayframe-continuous-2019.txt, §6.3.1, and
     # /work/shared/specs/bayframe.md §1.5), which ran JS-reduce on the same BKseq data set with
@@ -220,4 +234,4 @@ def test_defaults_are_the_published_experiment_values():
     assert p.k == 3
     # neither paper names the ground distance of JS-reduce's t-closeness: "equal" (EMD = total
     # variation, the t-closeness paper's distance for a categorical attribute) is this project's choice
-    assert p.t_distance == "equal"
+    assert closeness.params.distance == "equal"

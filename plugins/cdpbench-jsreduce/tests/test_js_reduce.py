@@ -128,7 +128,7 @@ def test_hand_checked_grouping_with_js_reduce():
     #   {r3}: |Q| = 1 < 2;  {r3, r4}: JS = H(0.55) - (1 + H(0.6))/2 = 0.0073 -> group 1
     #   {r5}, {r5, r6}: JS((1,0), (0,1)) = 1 -> never closed: r5, r6 are left over.
     release, prior = hand_release()
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.4}, prior)
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.4, "closeness": {"t": 1.0}}, prior)
     groups, suppressed = groups_by_record(pub)
     assert groups == [{0, 1, 2}, {3, 4}]
     assert suppressed == {5, 6}
@@ -139,7 +139,7 @@ def test_hand_checked_grouping_with_js_reduce():
 
     # leftovers="merge": r5 joins the nearest group {r3, r4}: JS((.5,.5),(.6,.4),(1,0)) = 0.224;
     # r6 fits neither {r3, r4, r5} (JS 0.505) nor {r0, r1, r2} (JS 0.470): suppressed.
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.4}, prior, leftovers="merge")
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.4, "closeness": {"t": 1.0}}, prior, leftovers="merge")
     groups, suppressed = groups_by_record(pub)
     assert groups == [{0, 1, 2}, {3, 4, 5}]
     assert suppressed == {6}
@@ -200,7 +200,8 @@ def scenarios(draw):
     prior[rng.random((n, m)) < 0.2] = 0.0
     prior *= rng.choice([1.0, 0.3], size=(n, 1))
     if draw(st.booleans()):
-        name, params = "js_reduce", {"k": draw(st.integers(1, 4)), "t": draw(st.sampled_from([0.3, 0.5, 1.0])), "j": draw(st.sampled_from([0.1, 0.3, 0.6, 1.0]))}
+        k, t, j = draw(st.integers(1, 4)), draw(st.sampled_from([0.3, 0.5, 1.0])), draw(st.sampled_from([0.1, 0.3, 0.6, 1.0]))
+        name, params = "js_reduce", {"k": k, "j": j, "closeness": {"t": t}}
     else:
         name, params = "k_anonymity", {"k": draw(st.integers(1, 6))}
     return release, prior, name, params
@@ -317,7 +318,7 @@ def test_accepts_calls_are_about_one_per_group():
     frame = pd.DataFrame({"id": np.arange(n), "age": rng.integers(45, 75, n), "weight": rng.integers(60, 90, n), "s": rng.choice(list("abcde"), n)})
     release = schema.encode(frame, 1)
     prior = rng.dirichlet(np.full(5, 20.0), size=n)
-    pub, model, mctx = publish(release, "js_reduce", {"k": 3, "t": 0.5, "j": 0.6}, prior)
+    pub, model, mctx = publish(release, "js_reduce", {"k": 3, "j": 0.6, "closeness": {"t": 0.5}}, prior)
     assert model.verify(pub, mctx).satisfied
     assert pub.info["n_groups"] > 300
     assert pub.info["accepts_calls"] <= 2 * pub.info["n_groups"] + 20
@@ -334,7 +335,7 @@ def test_merge_reaches_groups_beyond_the_nearest_block():
     prior = np.full((n, 2), 0.5)
     prior[[0, 1, 58]] = [1.0, 0.0]
     prior[59] = [0.0, 1.0]
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior, leftovers="merge")
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.1, "closeness": {"t": 1.0}}, prior, leftovers="merge")
     assert pub.n_groups == 29
     group_of = dict(zip(pub.respondent.tolist(), pub.group.tolist()))
     assert group_of[58] == group_of[0] == 0
@@ -353,13 +354,13 @@ def test_max_group_sets_a_stuck_record_aside_instead_of_the_whole_tail():
     release = release_of(schema, [(x, "ab"[x % 2]) for x in range(n)])
     prior = np.tile([1.0, 0.0], (n, 1))
     prior[0] = [0.0, 1.0]
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior)
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.1, "closeness": {"t": 1.0}}, prior)
     assert len(pub.suppressed) == n and pub.n_groups == 0
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior, max_group=8)
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.1, "closeness": {"t": 1.0}}, prior, max_group=8)
     assert pub.info["set_aside"] == 1
     assert sorted(pub.suppressed.tolist()) == [0, 39]
     assert pub.n_groups == 19 and model.verify(pub, mctx).satisfied
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.1}, prior, max_group=8, leftovers="merge")
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.1, "closeness": {"t": 1.0}}, prior, max_group=8, leftovers="merge")
     assert pub.suppressed.tolist() == [0] and pub.info["merged"] == 1
 
 
@@ -419,7 +420,7 @@ def test_merge_places_a_set_aside_record_in_the_nearest_group_along_the_order():
     release = release_of(schema, [(x, "ab"[x % 2]) for x in range(n)])
     prior = np.tile([1.0, 0.0], (n, 1))
     prior[20] = [0.0, 1.0]
-    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "t": 1.0, "j": 0.95}, prior, max_group=2, leftovers="merge")
+    pub, model, mctx = publish(release, "js_reduce", {"k": 2, "j": 0.95, "closeness": {"t": 1.0}}, prior, max_group=2, leftovers="merge")
     assert pub.info["set_aside"] == 1 and len(pub.suppressed) == 0
     group_of = dict(zip(pub.respondent.tolist(), pub.group.tolist()))
     assert group_of[20] == group_of[21] == group_of[22]

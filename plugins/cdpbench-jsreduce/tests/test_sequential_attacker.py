@@ -290,7 +290,7 @@ def test_counterfeits_and_unknown_respondents_get_a_uniform_prior_and_no_memory(
     [
         ({"knowledge": "kernel"}, "knowledge must be one of 'dk', 'spm', 'ie', 'bksv' (got 'kernel')"),
         ({"steps": 5}, "steps must be 1, 2 or 3 (got 5)"),
-        ({"estimator": "nope"}, "estimator must be an installed estimator"),
+        ({"estimator": "nope"}, "attacker.estimator: unknown estimator 'nope'; installed: "),
         ({"corpus_tuples": 0}, "corpus_tuples must be an integer >= 1 (got 0)"),
     ],
 )

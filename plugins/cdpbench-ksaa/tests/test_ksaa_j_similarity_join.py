@@ -32,7 +32,7 @@ def two_releases(seed):
 def test_joined_beliefs_are_the_prior_restricted_to_the_linkable_values(seed):
     rels, (p1, p2) = two_releases(seed)
     reg = default_registry()
-    model = reg.create("privacy_model", "j_similarity_join", {"k": 2, "j": 0.3, "beta": 5.0})
+    model = reg.create("privacy_model", "j_similarity_join", {"inner": {"k": 2, "j": 0.3, "beta": 5.0}})
     inner = reg.create("privacy_model", "j_similarity", {"k": 2, "j": 0.3, "beta": 5.0})
     m = rels[1].n_values
     prior = np.random.default_rng(seed).dirichlet(np.ones(m), size=len(rels[1]))
@@ -65,5 +65,18 @@ def test_joined_beliefs_are_the_prior_restricted_to_the_linkable_values(seed):
 def test_parameters_are_checked():
     with pytest.raises(ConfigError, match="transitions"):
         JSimilarityJoinParams(transitions="some")
-    with pytest.raises(ConfigError, match=r"j must be"):
-        default_registry().create("privacy_model", "j_similarity_join", {"j": 7.0})
+    with pytest.raises(ConfigError, match=r"^privacy_model\.inner\.j must be"):
+        default_registry().create("privacy_model", "j_similarity_join", {"inner": {"j": 7.0}})
+    with pytest.raises(ConfigError, match=r"^privacy_model\.j is not a parameter of privacy_model 'j_similarity_join'"):
+        default_registry().create("privacy_model", "j_similarity_join", {"j": 0.3})
+
+
+def test_the_inner_model_is_a_reference_with_j_similarity_s_defaults():
+    """k, J and beta are the inner model's own (privacy_model.inner.k, .j, .beta); its defaults are
+    the ones j_similarity_join had (k = 3, J = 0.6, beta = 5)."""
+    model = default_registry().create("privacy_model", "j_similarity_join")
+    assert model.inner is model.params.inner and model.inner.plugin_name == "j_similarity"
+    p = model.inner.params
+    assert (p.k, p.j, p.beta, p.log_base) == (3, 0.6, 5.0, 2.0)
+    tuned = default_registry().create("privacy_model", "j_similarity_join", {"inner": {"k": 2, "j": 0.3}})
+    assert (tuned.inner.params.k, tuned.inner.params.j, tuned.inner.params.beta) == (2, 0.3, 5.0)

@@ -17,6 +17,8 @@ from cdpbench.plugin import ModelContext, PrivacyModel, PublishContext, VerifyRe
 from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
 
+KSAA_BASE = {"name": "js_reduce", "leftovers": "merge"}  # ksaa's base as the presets set it
+
 
 # ------------------------------------------------------------------------------- nearest group
 def brute_nearest(centre, key, present, point, exclude=-1):
@@ -92,7 +94,7 @@ def line_release(n=200, seed=0):
 
 
 def publish(search, model, release, **params):
-    anon = default_registry().create("anonymizer", "ksaa", {"search": search, **params})
+    anon = default_registry().create("anonymizer", "ksaa", {"search": search, "base": KSAA_BASE, **params})
     ctx = ModelContext(release.schema, release.sensitive_distribution(), History(), release)
     return anon.publish(release, PublishContext(model, ctx, History(), np.random.default_rng(0)))
 
@@ -159,7 +161,7 @@ def test_bisect_equals_rounds_on_sequential_adult(model_name, k, transitions):
             out = {}
             for s in ("rounds", "bisect"):
                 model = reg.create("privacy_model", model_name, {"k": k, "transitions": transitions})
-                anon = reg.create("anonymizer", "ksaa", {"search": s})
+                anon = reg.create("anonymizer", "ksaa", {"search": s, "base": KSAA_BASE})
                 mctx = ModelContext(release.schema, release.sensitive_distribution(), hist[s], release)
                 out[s] = anon.publish(release, PublishContext(model, mctx, hist[s], np.random.default_rng(0)))
                 hist[s] = History(hist[s].releases + [release], hist[s].publications + [out[s]])

@@ -80,7 +80,7 @@ def test_joined_prior_falls_back_to_the_prior_when_the_join_leaves_it_no_mass():
             zeroed.append(i)
     assert zeroed
     ctx = ModelContext(rels[1].schema, rels[1].sensitive_distribution(), History([rels[0]], [p1]), rels[1], prior)
-    model = reg().create("privacy_model", "j_similarity_join", {"k": 2, "j": 0.3, "beta": 5.0})
+    model = reg().create("privacy_model", "j_similarity_join", {"inner": {"k": 2, "j": 0.3, "beta": 5.0}})
     batch = model.joined_batch(p2, ctx)
     for i in zeroed:
         np.testing.assert_array_equal(batch.prior[i], prior[p2.row[i]])

@@ -3,9 +3,12 @@ estimator, and compromised records (Def. 4–6).
 
 Per public view, as the framework cycle of Fig. 2 runs it on the adversary's side:
 
-1. RPD, the revised prior of every candidate respondent, from the ``bayframe`` knowledge
-   (PD_sv for a new respondent, Eq. 3 for one published in the last release, its last RPD
-   otherwise; :mod:`cdpbench_bayframe.knowledge`);
+1. RPD, the revised prior of every candidate respondent, from the ``knowledge`` reference, by
+   default the ``bayframe`` knowledge (:mod:`cdpbench_bayframe.knowledge`): PD_sv for a new
+   respondent, Eq. 3 for one published in the last release, its last RPD otherwise, with d, the
+   revision, PD_sv and PD_cor at ``attacker.knowledge.steps`` / ``.revision`` / ``.sv`` /
+   ``.correlation``. The knowledge is given the respondents' ids and exact QIs, not their
+   sensitive values (the release it is given holds zeros);
 2. compromised records (Def. 4): each published respondent is compromised independently with
    probability ``sigma`` in each release, and the adversary learns its true value with
    confidence ``cr`` (spec reading 1.7.6: one entry CR(v, true s) = cr, no other entries). The
@@ -17,9 +20,13 @@ Per public view, as the framework cycle of Fig. 2 runs it on the adversary's sid
    * ``cascading="none"``: no compromised record (``sigma`` ignored).
    ``cr = 1`` removes the respondent and one tuple of its value from the group (Def. 4), in
    either mode.
-3. PB, the posterior of every candidate respondent in its group (the Bayesian estimator,
-   :mod:`cdpbench_bayframe.bayesian`, Dirichlet parameter ``a``, weights normalized over the
-   group's values when ``normalize``);
+3. PB, the posterior of every candidate respondent in its group, from the ``estimator``
+   reference: by default the Bayesian estimator (Eq. 2, :mod:`cdpbench_bayframe.bayesian`) with
+   its own Dirichlet parameter ``attacker.estimator.a``, the weights normalized over the group's
+   values when ``attacker.estimator.normalize``, the compromised records passed on, ties in u
+   broken with the attack's generator (``attacker.estimator.seed`` is not used). Another
+   estimator (e.g. JS-reduce's ``configuration``, Fig. 11's JS-reduce+Prior) is asked for its
+   posterior from the weights; posterior-based cascading needs the Bayesian one;
 4. revision: PB is stored for the next view.
 
 The result marks the compromised respondents (``AttackResult.given``), so the belief metrics also
@@ -30,51 +37,38 @@ The adversary never reads ``population.sensitive`` but for the records it compro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cdpbench.data import PublicView, Release
 from cdpbench.errors import require
-from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator
-from cdpbench.registry import default_registry
+from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
-from .bayesian import bayesian_posterior
-from .knowledge import BayFrameKnowledge, BayFrameKnowledgeParams
+from .bayesian import BayesianEstimator, bayesian_posterior
 
 CASCADING = ("none", "prior", "posterior")
 
 
 @dataclass
 class BayFrameAttackerParams:
-    steps: int = field(default=1, metadata={"help": "d of Eq. 3: 1 (FDTMM) or 2 (SDTMM)"})
-    revision: str = field(default="literal", metadata={"help": "'literal' (Eq. 3-4) or 'product' (JS-reduce's revision)"})
-    sv: str = field(default="model", metadata={"help": "PD_sv: 'model', 'kernel' or 'uniform'"})
-    correlation: str = field(default="model", metadata={"help": "PD_cor: 'model' or 'uniform'"})
-    bandwidth: float = field(default=0.3, metadata={"help": "sv=kernel: the kernel bandwidth"})
-    estimator: str = field(
-        default="bayesian",
-        metadata={"help": "'bayesian' (Eq. 2) or another installed estimator, e.g. 'configuration' (JS-reduce's; "
-                  "prior cascading only) for Fig. 11's JS-reduce+Prior"},
+    knowledge: Any = plugin_ref(
+        "knowledge", "bayframe",
+        "the adversary's RPD (Eq. 3): attacker.knowledge.steps (d: 1 FDTMM, 2 SDTMM), .revision, .sv, .correlation",
     )
-    a: float = field(default=1.0, metadata={"help": "Dirichlet parameter a of the Bayesian estimator (> 0)"})
-    normalize: bool = field(default=True, metadata={"help": "normalize RPD over the group's values (Table 9)"})
+    estimator: Any = plugin_ref(
+        "estimator", "bayesian",
+        "PB: 'bayesian' (Eq. 2; attacker.estimator.a, attacker.estimator.normalize) or another estimator, e.g. "
+        "'configuration' (JS-reduce's; prior cascading only) for Fig. 11's JS-reduce+Prior",
+    )
     cascading: str = field(default="none", metadata={"help": "compromised records: 'none', 'prior' (Eq. 5) or 'posterior' (Def. 6)"})
     sigma: float = field(default=0.1, metadata={"help": "probability that a published respondent is compromised, per release"})
     cr: float = field(default=0.9, metadata={"help": "confidence CR of a compromised record, in (0, 1]"})
 
-    def __post_init__(self) -> None:
-        BayFrameKnowledgeParams(self.steps, self.revision, self.sv, self.correlation, self.bandwidth)  # validates them
-        require(isinstance(self.a, (int, float)) and np.isfinite(self.a) and self.a > 0, "a", "a number > 0", self.a)
-        require(isinstance(self.normalize, bool), "normalize", "true or false", self.normalize)
+    def __post_init__(self) -> None:  # knowledge, estimator: plugin references, validated and built by the core
         require(self.cascading in CASCADING, "cascading", "'none', 'prior' or 'posterior'", self.cascading)
         require(isinstance(self.sigma, (int, float)) and 0 <= self.sigma <= 1, "sigma", "a number in [0, 1]", self.sigma)
         require(isinstance(self.cr, (int, float)) and 0 < self.cr <= 1, "cr", "a number in (0, 1]", self.cr)
-        if self.estimator != "bayesian":
-            installed = default_registry().names("estimator")
-            require(self.estimator in installed, "estimator", f"'bayesian' or an installed estimator ({', '.join(installed)})",
-                    self.estimator)
-            require(self.cascading != "posterior", "cascading", "'none' or 'prior' with estimator "
-                    f"{self.estimator!r} (posterior-based cascading is the Bayesian estimator's)", self.cascading)
 
 
 class BayFrameAttacker(Attacker):
@@ -85,10 +79,14 @@ class BayFrameAttacker(Attacker):
     def __init__(self, params: BayFrameAttackerParams | None = None):
         super().__init__(params)
         p = self.params
-        self.knowledge = BayFrameKnowledge(BayFrameKnowledgeParams(p.steps, p.revision, p.sv, p.correlation, p.bandwidth))
-        self.other: Estimator | None = None
-        if p.estimator != "bayesian":
-            self.other = default_registry().create("estimator", p.estimator, None, "attacker.estimator")  # type: ignore[assignment]
+        self.knowledge: Knowledge = p.knowledge
+        #: the Bayesian estimator (Eq. 2), whose a and normalize the attacker applies itself with the
+        #: compromised records and the attack's generator; None: another estimator, asked for its posterior
+        self.bayesian: BayesianEstimator | None = p.estimator if isinstance(p.estimator, BayesianEstimator) else None
+        name = getattr(p.estimator, "plugin_name", type(p.estimator).__name__)
+        require(self.bayesian is not None or p.cascading != "posterior", "attacker.cascading",
+                f"'none' or 'prior' with attacker.estimator {name!r} (posterior-based cascading needs the Bayesian "
+                "estimator, attacker.estimator=bayesian)", p.cascading)
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         p = self.params
@@ -121,12 +119,13 @@ class BayFrameAttacker(Attacker):
             entries = (cr_rows, cr_values, np.ones(len(cr_rows))) if certain else None
         elif len(cr_rows) and p.cascading == "posterior":
             entries = (cr_rows, cr_values, np.full(len(cr_rows), float(p.cr)))
-        if self.other is not None:
-            posterior = np.asarray(self.other.posterior(weights, view.sensitive, view.group, view.n_groups, m), dtype=float)
+        if self.bayesian is None:
+            other: Estimator = p.estimator
+            posterior = np.asarray(other.posterior(weights, view.sensitive, view.group, view.n_groups, m), dtype=float)
         else:
             posterior = bayesian_posterior(
                 weights, view.sensitive, view.group, view.n_groups, m,
-                a=p.a, normalize=p.normalize, rng=ctx.rng, compromised=entries,
+                a=self.bayesian.params.a, normalize=self.bayesian.params.normalize, rng=ctx.rng, compromised=entries,
             )
         self.knowledge.revise(view, posterior, np.where(found, respondent, -1))
         extra = {"compromised": float(len(cr_rows))} if p.cascading != "none" else {}

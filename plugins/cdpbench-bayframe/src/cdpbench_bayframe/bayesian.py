@@ -337,7 +337,9 @@ class BayesianParams:
         metadata={"help": "restrict each prior row to the values of its QI-group and renormalize (Table 9)"},
     )
     seed: int = field(
-        default=0, metadata={"help": "seed of the generator breaking ties among maximal permutations (>= 0)"}
+        default=0,
+        metadata={"help": "seed of the generator breaking ties among maximal permutations (>= 0; the bayframe "
+                  "attacker breaks them with the attack's own generator instead)"},
     )
 
     def __post_init__(self) -> None:

@@ -5,11 +5,12 @@ appeared in (the last two, with their release times) and the last prior it was g
 records of a new release T_i, :meth:`BayFrameKnowledge.prior` returns the revised prior
 RPD(v, s, t_i):
 
-* a respondent never seen: PD_sv, the prior given its QI (``sv``: the data set's ground-truth
-  model ``release.truth["model"].bk_sv(qi, t)``, bkseq's law of a first appearance in release
-  ``t``), the ``kernel`` knowledge plugin (Li et al.'s
-  estimate mined from the table, through the registry: the choice for Adult, where "PD_sv is
-  extracted as in JS-reduce"), or ``uniform``);
+* a respondent never seen: PD_sv, the prior given its QI (``sv``: ``model``, the data set's
+  ground-truth model ``release.truth["model"].bk_sv(qi, t)``, bkseq's law of a first appearance
+  in release ``t``; ``kernel``, the knowledge plugin of the ``kernel`` reference, by default
+  classic's ``kernel`` (Li et al.'s estimate mined from the table, its bandwidth B at
+  ``knowledge.kernel.bandwidth`` / ``attacker.knowledge.kernel.bandwidth``): the choice for
+  Adult, where "PD_sv is extracted as in JS-reduce"; or ``uniform``);
 * a respondent published in T_{i-1}: Eq. 3 with ``steps = d``. The paper's literal reading
   (``revision="literal"``, §4.3): only the OLDEST posterior of the window enters, chained through
   the correlation model,
@@ -44,8 +45,7 @@ import numpy as np
 
 from cdpbench.data import PublicView, Release
 from cdpbench.errors import DataError, require
-from cdpbench.plugin import Knowledge
-from cdpbench.registry import default_registry
+from cdpbench.plugin import Knowledge, plugin_ref
 
 SV = ("model", "kernel", "uniform")
 CORRELATION = ("model", "uniform")
@@ -62,12 +62,16 @@ class BayFrameKnowledgeParams:
     )
     sv: str = field(
         default="model",
-        metadata={"help": "PD_sv of new respondents: 'model' (data set's ground truth), 'kernel' (mined from the table), 'uniform'"},
+        metadata={"help": "PD_sv of new respondents: 'model' (data set's ground truth), 'kernel' (the kernel reference), 'uniform'"},
     )
     correlation: str = field(
         default="model", metadata={"help": "PD_cor: 'model' (data set's exact weekly tables) or 'uniform' (the paper's Adult setting)"}
     )
-    bandwidth: float = field(default=0.3, metadata={"help": "sv=kernel: the kernel knowledge's bandwidth B"})
+    kernel: Any = plugin_ref(
+        "knowledge", "kernel",
+        "sv=kernel: the knowledge plugin giving PD_sv (default: classic's kernel estimate, mined from the table; "
+        "its bandwidth B: <where>.kernel.bandwidth)",
+    )
 
     def __post_init__(self) -> None:
         require(
@@ -77,7 +81,7 @@ class BayFrameKnowledgeParams:
         require(self.revision in REVISION, "revision", "'literal' or 'product'", self.revision)
         require(self.sv in SV, "sv", "'model', 'kernel' or 'uniform'", self.sv)
         require(self.correlation in CORRELATION, "correlation", "'model' or 'uniform'", self.correlation)
-        require(isinstance(self.bandwidth, (int, float)) and self.bandwidth > 0, "bandwidth", "a number > 0", self.bandwidth)
+        # kernel: a plugin reference, validated and built by the core
 
 
 class Memory:
@@ -120,7 +124,6 @@ class BayFrameKnowledge(Knowledge):
     def __init__(self, params: BayFrameKnowledgeParams | None = None):
         super().__init__(params)
         self.memory: Memory | None = None
-        self._kernel = None
         self._tables: dict[int, list[np.ndarray]] = {}
 
     # -- sources ------------------------------------------------------------------------------
@@ -143,10 +146,7 @@ class BayFrameKnowledge(Knowledge):
         if self.params.sv == "uniform":
             return np.full((n, m), 1.0 / m)
         if self.params.sv == "kernel":
-            if self._kernel is None:
-                self._kernel = default_registry().create("knowledge", "kernel", {"bandwidth": self.params.bandwidth},
-                                                         "knowledge.sv")
-            return np.asarray(self._kernel.prior(release), dtype=float)
+            return np.asarray(self.params.kernel.prior(release), dtype=float)
         prior = np.asarray(self.model(release).bk_sv(release.qi, release.t), dtype=float)
         if prior.shape != (n, m):
             raise DataError(f"knowledge 'bayframe': model.bk_sv returned shape {prior.shape}, expected {(n, m)}")

@@ -24,47 +24,20 @@ uniform prior row; the result still has one row per entry of ``view.respondent``
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from cdpbench.data import PublicView, Release
-from cdpbench.errors import ConfigError, require
-from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge
-from cdpbench.registry import default_registry
-
-
-def _installed(kind: str, name: object, field_name: str) -> None:
-    """Raise the registry's own error for an unknown plugin name, prefixed with the field."""
-    require(isinstance(name, str) and name != "", field_name, f"the name of an installed {kind} plugin", name)
-    try:
-        default_registry().info(kind, name)  # type: ignore[arg-type]
-    except ConfigError as e:
-        raise ConfigError(f"{field_name}: {e}") from None
+from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
 
 @dataclass
 class SnapshotParams:
-    knowledge: str = field(default="kernel", metadata={"help": "knowledge plugin giving the adversary's BK_sv prior"})
-    bandwidth: float = field(
-        default=0.3, metadata={"help": "kernel bandwidth B > 0, passed to a knowledge plugin that has a 'bandwidth'"}
-    )
-    estimator: str = field(default="omega", metadata={"help": "estimator plugin computing the posterior in each group"})
-
-    def __post_init__(self) -> None:
-        require(
-            isinstance(self.bandwidth, (int, float))
-            and not isinstance(self.bandwidth, bool)
-            and math.isfinite(self.bandwidth)
-            and self.bandwidth > 0,
-            "bandwidth",
-            "a number > 0",
-            self.bandwidth,
-        )
-        _installed("knowledge", self.knowledge, "knowledge")
-        _installed("estimator", self.estimator, "estimator")
+    knowledge: Any = plugin_ref("knowledge", "kernel", "knowledge plugin giving the adversary's BK_sv prior "
+                                "(attacker.knowledge.bandwidth: the kernel's bandwidth B)")
+    estimator: Any = plugin_ref("estimator", "omega", "estimator plugin computing the posterior in each group")
 
 
 class Snapshot(Attacker):
@@ -74,12 +47,8 @@ class Snapshot(Attacker):
 
     def __init__(self, params: SnapshotParams | None = None):
         super().__init__(params)
-        registry = default_registry()
-        p = self.params
-        knowledge_fields = {f.name for f in dataclasses.fields(registry.info("knowledge", p.knowledge).cls.Params)}
-        values = {"bandwidth": float(p.bandwidth)} if "bandwidth" in knowledge_fields else {}
-        self.knowledge: Knowledge = registry.create("knowledge", p.knowledge, values)  # type: ignore[assignment]
-        self.estimator: Estimator = registry.create("estimator", p.estimator)  # type: ignore[assignment]
+        self.knowledge: Knowledge = self.params.knowledge
+        self.estimator: Estimator = self.params.estimator
         self._population: Release | None = None  # the population whose prior is cached
         self._prior: np.ndarray | None = None
 

@@ -3,9 +3,11 @@
 A QI-group Q is accepted when
 
 * |Q| >= k (k-anonymity),
-* the EMD between Q's sensitive distribution and the whole release's is at most t (t-closeness,
-  delegated to the classic ``t_closeness`` model, created through the registry with
-  ``{"t": t, "k": 1, "distance": t_distance}``), and
+* the EMD between Q's sensitive distribution and the whole release's is at most t (t-closeness:
+  the privacy model ``closeness``, a plugin reference, by default classic's ``t_closeness``, whose
+  ``t`` is the paper's t and ``distance`` the EMD's ground distance, e.g.
+  ``privacy_model.closeness.t=0.5``; its own minimum group size ``k`` must stay 1, the group size
+  being this model's ``k``), and
 * the Jensen–Shannon divergence of the beliefs the defender holds about Q's respondents
   (RBK^sv, or BK^sv for respondents seen for the first time: ``GroupBatch.prior``) is at most j.
 
@@ -27,34 +29,32 @@ value) is taken as the uniform distribution. ``0 · log 0 = 0``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cdpbench.data import GroupBatch, Publication, Release
 from cdpbench.errors import ConfigError, DataError, require
-from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel
-from cdpbench.registry import default_registry
+from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel, plugin_ref
 
-DISTANCES = ("equal", "ordered", "hierarchical")
 _TOL = 1e-12  # slack for float comparisons of a divergence with j
 
 
 @dataclass
 class JSReduceParams:
     k: int = field(default=3, metadata={"help": "minimum number of records per QI-group (>= 1)"})
-    t: float = field(default=0.5, metadata={"help": "t-closeness threshold: maximum EMD between a group's and the release's sensitive distribution, in [0, 1]"})
     j: float = field(default=0.6, metadata={"help": "maximum Jensen-Shannon divergence (bits, equal weights) of the beliefs about a group's respondents, in [0, 1]"})
-    t_distance: str = field(
-        default="equal",
-        metadata={"help": "ground distance of the t-closeness EMD: 'equal', 'ordered' (domain order) or 'hierarchical' (sensitive taxonomy)"},
+    closeness: Any = plugin_ref(
+        "privacy_model", "t_closeness",
+        "the t-closeness condition (§6.1): closeness.t is the paper's t (its default is t_closeness's 0.2; the "
+        "presets set Table 5's 0.5), closeness.distance the EMD's ground distance; closeness.k must stay 1 "
+        "(the group size is privacy_model.k)",
     )
 
     def __post_init__(self) -> None:
         require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
-        for name in ("t", "j"):
-            v = getattr(self, name)
-            require(isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0, name, "a number in [0, 1]", v)
-        require(self.t_distance in DISTANCES, "t_distance", "one of 'equal', 'ordered', 'hierarchical'", self.t_distance)
+        require(isinstance(self.j, (int, float)) and not isinstance(self.j, bool) and 0.0 <= self.j <= 1.0, "j", "a number in [0, 1]", self.j)
+        # closeness: a plugin reference, validated and built by the core (not seen here)
 
 
 def normalized_beliefs(beliefs: np.ndarray) -> np.ndarray:
@@ -97,10 +97,9 @@ class JSReduceModel(PrivacyModel):
 
     def __init__(self, params: JSReduceParams | None = None):
         super().__init__(params)
-        p = self.params
-        self.closeness = default_registry().create(
-            "privacy_model", "t_closeness", {"t": p.t, "k": 1, "distance": p.t_distance}, where="privacy_model"
-        )
+        self.closeness: PrivacyModel = self.params.closeness  # built by the core from privacy_model.closeness
+        inner_k = getattr(self.closeness.params, "k", 1)
+        require(inner_k == 1, "privacy_model.closeness.k", "1 (the minimum group size is privacy_model.k)", inner_k)
 
     def prepare(self, release: Release, ctx: ModelContext) -> None:
         self.closeness.prepare(release, ctx)
@@ -146,11 +145,12 @@ class JSReduceModel(PrivacyModel):
         if publication.n_groups == 0:
             return {"k": 0.0, "t": 0.0, "j": 0.0}
         js = self._divergence(ctx.prior_for(publication), publication.group, publication.n_groups, publication.schema.sensitive.size)
-        return {
-            "k": float(publication.group_sizes().min()),
-            "t": float(self.closeness.levels(publication, ctx)["t"]),
-            "j": float(js.max()),
-        }
+        out = {"k": float(publication.group_sizes().min())}
+        inner = self.closeness.levels(publication, ctx)
+        if "t" in inner:  # t_closeness reports the largest EMD
+            out["t"] = float(inner["t"])
+        out["j"] = float(js.max())
+        return out
 
 
 class JSExtension(GroupExtension):

@@ -6,14 +6,16 @@ public views one after the other. Per view (Fig. 1):
 
 1. beliefs for the view's candidate respondents from its knowledge: BK_sv for a respondent not
    seen before, RBK^sv (§5.3, revised from its stored posteriors and BK_seq) otherwise;
-2. posterior knowledge PK^sv inside every QI-group from those beliefs with an estimator plugin
-   (default ``configuration``, the exact configuration posterior of §5.2; ``omega`` is the
-   Ω-estimate the paper's experiments used);
+2. posterior knowledge PK^sv inside every QI-group from those beliefs with the estimator plugin
+   ``estimator`` (a plugin reference, ``attacker.estimator=omega``; default ``configuration``,
+   the exact configuration posterior of §5.2; ``omega`` is the Ω-estimate the paper's experiments
+   used);
 3. revision: the posteriors are stored for the next view.
 
-Knowledge (``knowledge``): ``dk`` — the data set's exact n-step BK_seq (DK-BK_seq, ``steps``
-past values); ``spm`` — BK_seq mined by Algorithm 5 from an external corpus the model generates
-(``corpus_views`` × ``corpus_tuples``, ``corpus_seed``); ``bksv`` — BK_sv only and nothing
+Knowledge (``knowledge``: this package's own knowledge plugins, built here with the attacker's
+``steps``, ``normalized``, ``unseen`` and ``corpus_*``): ``dk`` — the data set's exact n-step
+BK_seq (DK-BK_seq, ``steps`` past values); ``spm`` — BK_seq mined by Algorithm 5 from an external
+corpus the model generates (``corpus_views`` × ``corpus_tuples``, ``corpus_seed``); ``bksv`` — BK_sv only and nothing
 revised: the *snapshot* attack, every view on its own (the ``dk`` knowledge whose revision is
 never called, so its BK_sv comes from the data set's model). ``ie`` — BK_seq mined from the
 ORIGINAL views (§5.1 says an adversary cannot observe them); it is allowed only as the reference
@@ -22,8 +24,8 @@ and it is the one knowledge that reads ``population.sensitive``.
 
 The estimator matters: the configuration posterior (§5.2) sums confidence degrees, which damps
 certainty — even a one-hot correct prior gives p = 2/n in a group of n distinct values — while the
-Ω-estimate (``estimator=omega``, what the paper's experiments used) lets beliefs sharpen release
-after release (see test_sequential_attacker.py).
+Ω-estimate (``attacker.estimator=omega``, what the paper's experiments used) lets beliefs sharpen
+release after release (see test_sequential_attacker.py).
 
 Except with ``ie``, the attacker never reads ``population.sensitive``: its knowledge receives a
 copy of the population restricted to the view's respondents with the sensitive column zeroed. Tuples whose
@@ -37,17 +39,19 @@ metrics read it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cdpbench.data import PublicView, Release
 from cdpbench.errors import require
-from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator
-from cdpbench.registry import default_registry
+from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, plugin_ref
 
-from .knowledge import UNSEEN, SequentialKnowledge, check_corpus
+from .knowledge import UNSEEN, DomainKnowledge, IncrementalKnowledge, MinedKnowledge, SequentialKnowledge, check_corpus
 
 KNOWLEDGE = ("dk", "spm", "ie", "bksv")
+#: the knowledge class of each ``knowledge`` value (``bksv``: ``dk`` whose revision is never called)
+KNOWLEDGE_CLASSES: dict[str, type[SequentialKnowledge]] = {"dk": DomainKnowledge, "spm": MinedKnowledge, "ie": IncrementalKnowledge}
 
 
 @dataclass
@@ -61,7 +65,11 @@ class SequentialAttackerParams:
     corpus_views: int = field(default=24, metadata={"help": "spm: views in the external corpus (>= 1)"})
     corpus_tuples: int = field(default=5000, metadata={"help": "spm: approximate tuples per corpus view (>= 1)"})
     corpus_seed: int = field(default=12345, metadata={"help": "spm: seed of the corpus"})
-    estimator: str = field(default="configuration", metadata={"help": "estimator plugin computing PK^sv in each group"})
+    estimator: Any = plugin_ref(
+        "estimator", "configuration",
+        "estimator computing PK^sv in each group (§5.2): 'configuration' (the configuration posterior) or 'omega' "
+        "(the Omega-estimate of the paper's experiments), with its own parameters (attacker.estimator.<param>)",
+    )
     normalized: bool = field(default=True, metadata={"help": "normalize revised beliefs RBK to sum 1 (false: raw)"})
     unseen: str = field(default="zero", metadata={"help": "BK_seq rows of unseen/impossible histories: 'zero' "
                                                   "(Algorithm 5) or 'backoff' (not in the paper)"})
@@ -77,8 +85,7 @@ class SequentialAttackerParams:
         check_corpus(self)
         require(isinstance(self.normalized, bool), "normalized", "true or false", self.normalized)
         require(self.unseen in UNSEEN, "unseen", "'zero' or 'backoff'", self.unseen)
-        installed = default_registry().names("estimator")
-        require(self.estimator in installed, "estimator", f"an installed estimator ({', '.join(installed)})", self.estimator)
+        # estimator: a plugin reference, validated and built by the core (not seen here)
 
 
 class SequentialAttacker(Attacker):
@@ -89,13 +96,13 @@ class SequentialAttacker(Attacker):
     def __init__(self, params: SequentialAttackerParams | None = None):
         super().__init__(params)
         p = self.params
-        registry = default_registry()
-        values: dict[str, object] = {"steps": p.steps, "normalized": p.normalized, "unseen": p.unseen}
+        values: dict[str, Any] = {"steps": p.steps, "normalized": p.normalized, "unseen": p.unseen}
         name = "dk" if p.knowledge == "bksv" else p.knowledge
         if name == "spm":
             values.update(corpus_views=p.corpus_views, corpus_tuples=p.corpus_tuples, corpus_seed=p.corpus_seed)
-        self.knowledge: SequentialKnowledge = registry.create("knowledge", name, values, "attacker")  # type: ignore[assignment]
-        self.estimator: Estimator = registry.create("estimator", p.estimator)  # type: ignore[assignment]
+        cls = KNOWLEDGE_CLASSES[name]
+        self.knowledge: SequentialKnowledge = cls(cls.Params(**values))
+        self.estimator: Estimator = p.estimator  # built by the core from attacker.estimator
         self.revises = p.knowledge != "bksv"
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:

@@ -6,22 +6,24 @@ about each respondent *after the join* of the releases so far.
 The lab's reading: the defender's prior of each published record (the run's knowledge,
 ``GroupBatch.prior``) is restricted to the values its respondent can be linked to through the
 join (:mod:`.linkability`, full matching join by default) and renormalized (kept as it is when
-the join links the respondent to nothing), then the registry's ``j_similarity`` judges every
-group with those beliefs. ``accepts`` (single candidate groups, no history) is ``j_similarity``'s
-own; ``accepts_publication``, ``violating_groups`` and ``verify`` use the joined beliefs. At the
-first release there is nothing to join: it is ``j_similarity``.
+the join links the respondent to nothing), then the model of the plugin reference ``inner``
+(default: cdpbench-bayframe's ``j_similarity``; its k, J and beta are ``privacy_model.inner.k``,
+``.j``, ``.beta``) judges every group with those beliefs. ``accepts`` (single candidate groups,
+no history) is the inner model's own; ``accepts_publication``, ``violating_groups`` and
+``verify`` use the joined beliefs. At the first release there is nothing to join: it is the inner
+model (``j_similarity``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import require
-from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport
-from cdpbench.registry import default_registry
+from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
 
 from .linkability import candidates
 from .linkage_graph import TRANSITIONS
@@ -29,9 +31,11 @@ from .linkage_graph import TRANSITIONS
 
 @dataclass
 class JSimilarityJoinParams:
-    k: int = field(default=3, metadata={"help": "j_similarity's k: minimum records per group"})
-    j: float = field(default=0.6, metadata={"help": "j_similarity's J: largest JS divergence of the joined beliefs in a group (bits)"})
-    beta: float = field(default=5.0, metadata={"help": "j_similarity's beta: basic beta-likeness"})
+    inner: Any = plugin_ref(
+        "privacy_model", "j_similarity",
+        "the model judging each group on the joined beliefs (BayFrame Def. 7 J-similarity; privacy_model.inner.k, "
+        ".j (largest JS divergence of the joined beliefs in a group, bits), .beta (basic beta-likeness))",
+    )
     transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
     pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
 
@@ -48,8 +52,7 @@ class JSimilarityJoin(PrivacyModel):
 
     def __init__(self, params=None):
         super().__init__(params)
-        p = self.params
-        self.inner = default_registry().create("privacy_model", "j_similarity", {"k": p.k, "j": p.j, "beta": p.beta}, "privacy_model")
+        self.inner: PrivacyModel = self.params.inner
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         return self.inner.accepts(batch, ctx)

@@ -3,9 +3,9 @@
 introduction names, the rest is the lab's reading, listed in the package README).
 
 1. **Primary groups** that satisfy the privacy model in the current release: a bottom-up, local
-   generalization anonymizer created through the registry (``base``, default ``js_reduce``: Hilbert
-   order and greedy groups, any privacy model; ``base_params`` passes its parameters, by default
-   ``leftovers: merge`` so that no record is suppressed).
+   generalization anonymizer, a plugin reference (``base``, default ``js_reduce``: Hilbert order
+   and greedy groups, any privacy model; its parameters are ``anonymizer.base.<param>``, e.g.
+   ``anonymizer.base.leftovers=merge`` so that no record is suppressed, as the presets set).
 2. **Check of the join** with the earlier releases: the run's privacy model, when it judges the
    history (``violating_groups``: ``k_linkability``, ``k_diversity``, ``j_similarity_join``), names
    the groups of the current release holding a respondent it finds at risk.
@@ -38,18 +38,17 @@ import numpy as np
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, PublishContext
-from cdpbench.registry import default_registry
+from cdpbench.plugin import Anonymizer, PublishContext, plugin_ref
 
 from .nearest_group import NearestGroups
 
 
 @dataclass
 class KSAAParams:
-    base: str = field(default="js_reduce", metadata={"help": "anonymizer plugin giving the primary groups (bottom-up, local generalization)"})
-    base_params: dict[str, Any] = field(
-        default_factory=lambda: {"leftovers": "merge"},
-        metadata={"help": "parameters of the base anonymizer"},
+    base: Any = plugin_ref(
+        "anonymizer", "js_reduce",
+        "anonymizer plugin giving the primary groups (bottom-up, local generalization; KSAA §1 step 1); "
+        "anonymizer.base.<param> sets its parameters (the presets: anonymizer.base.leftovers=merge)",
     )
     max_rounds: int = field(default=1000, metadata={"help": "merge rounds before giving up (>= 1)"})
     search: str = field(
@@ -58,8 +57,6 @@ class KSAAParams:
     )
 
     def __post_init__(self) -> None:
-        installed = default_registry().names("anonymizer")
-        require(self.base in installed and self.base != "ksaa", "base", f"an installed anonymizer other than ksaa ({', '.join(installed)})", self.base)
         require(isinstance(self.max_rounds, int) and not isinstance(self.max_rounds, bool) and self.max_rounds >= 1,
                 "max_rounds", "an integer >= 1", self.max_rounds)
         require(self.search in ("bisect", "rounds"), "search", "one of ['bisect', 'rounds']", self.search)
@@ -72,8 +69,7 @@ class KSAA(Anonymizer):
 
     def __init__(self, params=None):
         super().__init__(params)
-        p = self.params
-        self.base = default_registry().create("anonymizer", p.base, dict(p.base_params), "anonymizer.base_params")
+        self.base: Anonymizer = self.params.base
         self.needs_prior = bool(getattr(self.base, "needs_prior", False))
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:

@@ -4,10 +4,11 @@ inference ability").
 
 Per release ``n``: the candidate values of every respondent (:mod:`.linkability`, full matching
 join by default, ``pruned=false`` for the natural join) restrict her prior: the knowledge plugin's
-beliefs (``knowledge``, created through the registry; ``uniform`` by default) are set to zero on
-the values she cannot link the respondent to (kept as they are when no value is left, which only
-happens when her assumption that values persist is wrong), then an estimator plugin (``estimator``,
-through the registry; BayFrame's ``bayesian`` by default) turns them into posteriors over the
+beliefs (``knowledge``, a plugin reference, ``attacker.knowledge``; ``uniform`` by default) are
+set to zero on the values she cannot link the respondent to (kept as they are when no value is
+left, which only happens when her assumption that values persist is wrong), then an estimator
+plugin (``estimator``, a plugin reference, ``attacker.estimator``; BayFrame's ``bayesian`` by
+default, its parameters ``attacker.estimator.<param>``) turns them into posteriors over the
 group's published values, and finally set to zero on the values the join rules out (and
 renormalized: an estimator may ignore the weights, e.g. ``frequency``). Posteriors feed the core's gain and confidence metrics; ``extra`` holds
 the linkability figures: the fewest and mean candidate values and records per respondent.
@@ -16,13 +17,13 @@ the linkability figures: the fewest and mean candidate values and records per re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cdpbench.data import PublicView, Release
 from cdpbench.errors import require
-from cdpbench.plugin import AttackContext, Attacker, AttackResult
-from cdpbench.registry import default_registry
+from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
 from .linkability import candidates
 from .linkage_graph import TRANSITIONS
@@ -32,16 +33,12 @@ from .linkage_graph import TRANSITIONS
 class LinkageAttackerParams:
     transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
     pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
-    knowledge: str = field(default="uniform", metadata={"help": "knowledge plugin giving her prior beliefs (BK_sv)"})
-    estimator: str = field(default="bayesian", metadata={"help": "estimator plugin computing posteriors inside the groups"})
+    knowledge: Any = plugin_ref("knowledge", "uniform", "knowledge plugin giving her prior beliefs (BK_sv)")
+    estimator: Any = plugin_ref("estimator", "bayesian", "estimator plugin computing posteriors inside the groups")
 
     def __post_init__(self) -> None:
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
         require(isinstance(self.pruned, bool), "pruned", "true or false", self.pruned)
-        reg = default_registry()
-        for kind, name in (("knowledge", self.knowledge), ("estimator", self.estimator)):
-            installed = reg.names(kind)
-            require(name in installed, kind, f"an installed {kind} ({', '.join(installed)})", name)
 
 
 class LinkageAttacker(Attacker):
@@ -51,9 +48,8 @@ class LinkageAttacker(Attacker):
 
     def __init__(self, params=None):
         super().__init__(params)
-        reg = default_registry()
-        self.knowledge = reg.create("knowledge", self.params.knowledge, None, "attacker.knowledge")
-        self.estimator = reg.create("estimator", self.params.estimator, None, "attacker.estimator")
+        self.knowledge: Knowledge = self.params.knowledge
+        self.estimator: Estimator = self.params.estimator
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         p = self.params

@@ -13,10 +13,12 @@ of releases shares one or two attributes; all categorical, so the top-down basel
 generalize along taxonomies, run too), ``update_rate = 0.1``. Each release's ``truth``
 records which respondents were updated before it (``updated``: sorted ids).
 
-``bkseq_sequential``: the ``bkseq`` data set (cdpbench-jsreduce's re-creation of JS-reduce's
-BKseq, created through the registry) with the QIs in ``late`` (weight by default) left out of the
+``bkseq_sequential``: the data set of the plugin reference ``bkseq`` (default cdpbench-jsreduce's
+``bkseq``, its re-creation of JS-reduce's BKseq; its parameters are ``dataset.bkseq.<param>``,
+e.g. ``dataset.bkseq.releases``) with the QIs in ``late`` (weight by default) left out of the
 first release — KSAA's "the number of attributes may vary". Respondents differ from view to view
-as in bkseq (an exam a week with probability ``presence``); values follow its disease chains.
+as in bkseq (an exam a week with probability ``dataset.bkseq.presence``); values follow its
+disease chains.
 
 All randomness comes from the run's data generator: same seed, same releases.
 """
@@ -24,14 +26,14 @@ All randomness comes from the run's data generator: same seed, same releases.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 
 from cdpbench.data import Release
 from cdpbench.datasets.adult import ADULT_ROWS, adult_schema, check_adult_columns, load_adult
 from cdpbench.errors import ConfigError, require
-from cdpbench.plugin import Dataset
+from cdpbench.plugin import Dataset, plugin_ref
 
 DEFAULT_QI_SETS = [["sex", "race", "education"], ["sex", "race", "marital-status"], ["sex", "education", "workclass"]]
 
@@ -95,16 +97,14 @@ class AdultSequential(Dataset):
 
 @dataclass
 class BKseqSequentialParams:
-    releases: int = field(default=6, metadata={"help": "number of weekly views (>= 1)"})
-    tuples: int = field(default=5000, metadata={"help": "expected tuples per view, as bkseq's (>= 1)"})
-    presence: float = field(default=0.5, metadata={"help": "weekly exam probability, as bkseq's, in (0, 1]"})
+    bkseq: Any = plugin_ref(
+        "dataset", "bkseq",
+        "the data set giving the weekly views (JS-reduce's BKseq): dataset.bkseq.releases (views), .tuples, .presence, ...",
+    )
     late: list[str] = field(default_factory=lambda: ["weight"],
                             metadata={"help": "QI columns published only from the second release on"})
 
     def __post_init__(self) -> None:
-        for name in ("releases", "tuples"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1", value)
         allowed = ["age", "gender", "weight"]
         require(isinstance(self.late, (list, tuple)) and set(self.late) <= set(allowed) and len(set(self.late)) < 3,
                 "late", f"a list of at most two of {allowed}", self.late)
@@ -117,14 +117,10 @@ class BKseqSequential(Dataset):
     scenario: ClassVar[str] = "sequential"
 
     def releases(self, rng: np.random.Generator) -> Iterator[Release]:
-        from cdpbench.registry import default_registry
         from cdpbench.schema import Schema
 
         p = self.params
-        bkseq = default_registry().create(
-            "dataset", "bkseq", {"releases": p.releases, "tuples": p.tuples, "presence": p.presence}, "dataset"
-        )
-        for rel in bkseq.releases(rng):
+        for rel in p.bkseq.releases(rng):
             if rel.t == 1 and p.late:
                 keep = [j for j, q in enumerate(rel.schema.qi) if q.name not in set(p.late)]
                 s = rel.schema
