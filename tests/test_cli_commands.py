@@ -9,7 +9,8 @@ from omegaconf import OmegaConf
 from conftest import REPO
 from cdpbench import cli as cli_module
 from cdpbench.errors import CdpbenchError
-from cdpbench.experiments_cmd import experiments_lines, preset_names, preset_options
+from cdpbench.experiments_cmd import experiments_lines
+from cdpbench.presets import preset_names, preset_options
 from cdpbench.help_cmd import help_text
 from cdpbench.plugins_cmd import plugins_command
 from cdpbench.report import browse_hint, report_command

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 
 from conftest import REPO
 from cdpbench import runner
-from cdpbench.experiments_cmd import preset_names
+from cdpbench.presets import preset_names
 from cdpbench.registry import register_configs
 
 PRESETS = sorted(preset_names())  # standalone presets; folders of options (js_reduce/method, ...) are not
@@ -148,7 +148,7 @@ def test_bcf_presets_use_the_papers_setup():
 def test_presets_are_parsed_once_until_a_file_changes(tmp_path, monkeypatch):
     """A sweep checks its +experiment override once per job: the presets are parsed once per
     process, and a preset added or edited is seen at once."""
-    import cdpbench.experiments_cmd as ec
+    import cdpbench.presets as ec
 
     (tmp_path / "group").mkdir()
     (tmp_path / "a.yaml").write_text("# @package _global_\ndefaults:\n  - /experiment/group: x\n")
@@ -173,7 +173,7 @@ def test_presets_are_parsed_once_until_a_file_changes(tmp_path, monkeypatch):
 def test_table_specs_and_results_are_not_presets():
     """experiments/tables/*.yaml (cdpbench tables' specs) are YAML but no presets: they are not
     listed, and +experiment= refuses them."""
-    from cdpbench.experiments_cmd import option_groups
+    from cdpbench.presets import option_groups
     from cdpbench.launch import check_preset
 
     assert (REPO / "experiments" / "tables" / "attacks.yaml").is_file()

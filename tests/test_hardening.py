@@ -233,10 +233,10 @@ def test_no_preset_can_run_code(own_conf, cli, args, message):
         (["seed=1.5"], "error: seed must be an integer >= 0 (got 1.5)"),
         (["-m", "seed=0,-1,1,2"], "error: seed must be an integer >= 0 (got -1) [job 2 of 4: seed=-1 dataset.releases=3 "
          "dataset.initial=600 dataset.deletions=60 dataset.insertions=60 dataset.updates=60 progress=False]"),
-        (["+privacy_modle.k=50"], "error: privacy_modle: unknown key; allowed top-level keys: dataset, anonymizer, "
-         "privacy_model, knowledge, estimator, attacker, metrics, extra_attackers, seed, progress, tracking"),
-        (["privacy_modle.k=50"], "error: privacy_modle: unknown key; allowed top-level keys: dataset, anonymizer, "
-         "privacy_model, knowledge, estimator, attacker, metrics, extra_attackers, seed, progress, tracking"),
+        (["+privacy_modle.k=50"], "error: privacy_modle: unknown key; allowed top-level keys: dataset, knowledge, "
+         "estimator, privacy_model, anonymizer, attacker, metrics, extra_attackers, seed, progress, tracking"),
+        (["privacy_modle.k=50"], "error: privacy_modle: unknown key; allowed top-level keys: dataset, knowledge, "
+         "estimator, privacy_model, anonymizer, attacker, metrics, extra_attackers, seed, progress, tracking"),
         (["privacy_model.foo=1"], "error: privacy_model.foo is not a parameter of privacy_model 'k_anonymity'; "
          "allowed: ['k']"),
         (["+privacy_model.foo=1"], "error: privacy_model.foo is not a parameter of privacy_model 'k_anonymity'; "

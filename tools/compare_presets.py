@@ -28,7 +28,7 @@ LIST_JOBS = r"""
 import json, sys
 from pathlib import Path
 from cdpbench import launch
-from cdpbench.experiments_cmd import preset_names
+from cdpbench.presets import preset_names
 hydra = launch.hydra_instance(Path(sys.argv[1]))
 out = {}
 for name in preset_names():

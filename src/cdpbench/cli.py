@@ -18,14 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 #: The thread-count variables of the BLAS/OpenMP libraries numpy and scipy may load.
@@ -38,191 +35,14 @@ BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"
 if not any(os.environ.get(_var) for _var in BLAS_THREAD_VARS):
     os.environ.update(dict.fromkeys(BLAS_THREAD_VARS, "1"))
 
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
-
 from .errors import CdpbenchError, ConfigError  # noqa: E402
+from .job import one_line, task  # noqa: E402
+from .kinds import GROUP_KINDS  # noqa: E402
+from .presets import conf_dir  # noqa: E402
 
 log = logging.getLogger("cdpbench")
-PLUGIN_KINDS = ("dataset", "anonymizer", "privacy_model", "knowledge", "estimator", "attacker")
 #: ``cdpbench -m ... --rerun``: run every job of a sweep, even those already FINISHED
 RERUN_FLAG = "--rerun"
-
-
-def conf_dir() -> Path:
-    """The primary config folder: ``$CDPBENCH_CONF``, else ``./conf``, else the repository's."""
-    env = os.environ.get("CDPBENCH_CONF")
-    if env:
-        return Path(env).resolve()
-    here = Path.cwd() / "conf"
-    if (here / "config.yaml").exists():
-        return here.resolve()
-    repo = Path(__file__).resolve().parents[2] / "conf"
-    if (repo / "config.yaml").exists():
-        return repo
-    raise CdpbenchError("no Hydra config folder found: run from the repository or set CDPBENCH_CONF")
-
-
-@dataclass
-class Outcome:
-    """What a job returns to the launching process (picklable: it crosses process boundaries)."""
-
-    status: str  # FINISHED, FAILED or SKIPPED (a resumed sweep's job already FINISHED)
-    folder: str  # the job's output folder, holding its run record
-    error: str | None = None
-
-
-def task(cfg: DictConfig) -> Outcome:
-    """One job: build the components, run the releases, leave the run's record and artifacts.
-
-    The job never imports MLflow: its record (:mod:`cdpbench.record`) is written to MLflow by the
-    recorder process. Never raises but for an interrupt: a failure is recorded FAILED with its
-    one-line reason and returned, so that the launcher goes on with the other jobs.
-    """
-    from hydra.core.hydra_config import HydraConfig
-
-    from . import launch, runner, tracking
-    from .record import FAILED, FINISHED, SKIPPED, RunRecord, forget_recorded
-    from .stopping import JobWatch
-
-    tracking.install_log_redaction()
-    try:
-        hc = HydraConfig.get()
-        overrides = list(hc.overrides.task)
-        job_dir = Path(hc.runtime.output_dir)
-        preset = hc.runtime.choices.get("experiment")
-        num = hc.job.get("num")
-        _redact_hydra_files(job_dir, hc.output_subdir)
-    except ValueError:  # called outside Hydra (tests)
-        overrides, job_dir, preset, num = [], Path.cwd(), None, None
-    sweep = tracking.sweep_info()
-    # Nothing a run records or prints holds a URI's credentials (tracking.redact_uri): not its
-    # name, tags, parameters, config.yaml, error, log lines, nor Hydra's files in its folder.
-    name = tracking.redact_text(cfg.tracking.get("run_name") or launch.run_name(overrides, preset, sweep.get("varying")))
-    label = launch.short_label(name)
-    if sweep.get("jobs") and num is not None:
-        label = f"[{num + 1}/{sweep['jobs']}] {label}"
-    if sweep.get("sweep_progress"):
-        _quiet_console()  # the launching process draws one line for the whole sweep
-    tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(tracking.redact_text(o) for o in overrides),
-            "cdpbench.config_hash": tracking.config_hash(cfg)}
-    if num is not None:
-        tags["cdpbench.job"] = str(num)
-    safe_cfg = tracking.redact_config(OmegaConf.to_container(cfg, resolve=True))
-    params = tracking.flatten(safe_cfg)
-    record = RunRecord(name, tags, params, job=num, launch=sweep.get("launch"))
-    try:  # a relaunch into the same folder: the earlier launch's run of this folder is not this one's
-        forget_recorded(job_dir)
-    except OSError:
-        pass
-    if sweep.get("resume"):  # a job whose config already has a FINISHED run is not run again
-        folder = tracking.sweep_dir()  # (the recorder's answer for this launch, checked in the store)
-        finished = tracking.wait_finished(folder, sweep.get("launch")) if folder is not None else None
-        if finished is None:
-            log.warning("job %s: the recorder did not say which configs are FINISHED; running it", label)
-        elif tags["cdpbench.config_hash"] in finished:
-            record.skipped_run = finished[tags["cdpbench.config_hash"]]
-            record.end(SKIPPED)
-            if not _write_quietly(record, job_dir):
-                return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
-            log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
-            return Outcome(SKIPPED, str(job_dir))
-    watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
-    try:
-        record.write(job_dir)
-        watch.__enter__()
-        comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
-        record.tags.update(plugin_tags(comp))
-        show = bool(cfg.progress) and not sweep.get("sweep_progress")
-        table = runner.run_releases(cfg, comp, on_release=record.add_metrics, progress=show, label=label)
-        with tempfile.TemporaryDirectory() as tmp:  # nothing lands unless the whole run succeeded
-            tmpdir = Path(tmp)
-            (tmpdir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(safe_cfg)))
-            table.to_csv(tmpdir / "metrics.csv")
-            if cfg.tracking.get("plot"):
-                from . import plots
-
-                plots.release_plot(table, tmpdir / "metrics.png", title=name)
-            for f in sorted(tmpdir.iterdir()):
-                shutil.copy2(f, job_dir / f.name)
-                record.artifacts.append(f.name)
-        record.end(FINISHED)
-        record.write(job_dir)
-        log.info("run %s: %d releases, recorded in %s", name, len(table), job_dir)
-        return Outcome(FINISHED, str(job_dir))
-    except KeyboardInterrupt:
-        record.end(FAILED, "interrupted")
-        record.artifacts.clear()
-        _write_quietly(record, job_dir)
-        raise
-    except BaseException as e:  # noqa: BLE001 - a job's failure of any kind is reported, never raised
-        if isinstance(e, CdpbenchError):
-            error = _one_line(str(e))
-        else:
-            trace = job_dir / "error.log"
-            try:
-                job_dir.mkdir(parents=True, exist_ok=True)
-                trace.write_text("".join(traceback.format_exception(e)))
-                where = f"; traceback in {trace}"
-            except OSError:
-                where = ""
-            error = _one_line(f"run failed in {type(e).__name__}: {e}{where}")
-        record.end(FAILED, error)
-        record.artifacts.clear()
-        if not _write_quietly(record, job_dir):
-            error += f" (and its record could not be written in {job_dir})"
-        return Outcome(FAILED, str(job_dir), error)
-    finally:
-        watch.__exit__()
-
-
-def _write_quietly(record, folder: Path) -> bool:
-    try:
-        record.write(folder)
-        return True
-    except OSError:
-        return False
-
-
-def plugin_tags(comp) -> dict[str, str]:
-    from .registry import default_registry
-
-    reg = default_registry()
-    tags = {}
-    for kind, plugin in comp.names.items():
-        info = reg.info(kind, plugin)
-        tags[f"cdpbench.{kind}"] = plugin
-        tags[f"cdpbench.{kind}.version"] = f"{info.distribution} {info.version}"
-    for label in comp.attackers:
-        tags[f"cdpbench.attacker.{label}"] = "1"
-    return tags
-
-
-def _one_line(text: str) -> str:
-    from .tracking import redact_text
-
-    return redact_text(" ".join(text.split())) or "unknown error"
-
-
-def _redact_hydra_files(job_dir: Path, output_subdir: str | None) -> None:
-    """Hydra saves a job's overrides and configs (``.hydra/overrides.yaml``, ``config.yaml``,
-    ``hydra.yaml``) in its folder before the job starts, as typed, and a sweep's
-    ``multirun.yaml`` in the sweep folder: rewritten here with every URI redacted
-    (:func:`cdpbench.tracking.redact_text`), so no credential stays on disk past a job's start."""
-    from .tracking import redact_file, sweep_dir
-
-    if output_subdir:
-        for f in sorted((job_dir / str(output_subdir)).glob("*.yaml")):
-            redact_file(f)
-    folder = sweep_dir()
-    if folder is not None:
-        redact_file(folder / "multirun.yaml")
-
-
-def _quiet_console() -> None:
-    """Keep a parallel job's INFO lines off the terminal (they stay in its log file)."""
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
-            handler.setLevel(logging.WARNING)
 
 
 def check_plugin_overrides(argv: list[str]) -> None:
@@ -232,7 +52,7 @@ def check_plugin_overrides(argv: list[str]) -> None:
 
     reg = default_registry()
     for arg in argv:
-        m = re.fullmatch(r"\+{0,2}(" + "|".join(PLUGIN_KINDS) + r")=(.*)", arg)
+        m = re.fullmatch(r"\+{0,2}(" + "|".join(GROUP_KINDS) + r")=(.*)", arg)
         if not m:
             continue
         kind, value = m.groups()
@@ -362,7 +182,7 @@ def _run_checked(argv: list[str], recorder, rerun: bool = False, large_grid: boo
             with contextlib.redirect_stdout(shown):  # printed with URIs redacted, like everything else
                 _show(hydra, args)
         except HydraException as e:  # e.g. --cfg with a sweep: Hydra shows one config, not a sweep's
-            raise ConfigError(f"cannot show the config: {_one_line(str(e))}") from None
+            raise ConfigError(f"cannot show the config: {one_line(str(e))}") from None
         finally:
             sys.stdout.write(redact_text(shown.getvalue()))
         return 0
@@ -417,6 +237,8 @@ def run_single(hydra, plan, recorder) -> int:
             raise CdpbenchError(recorder.error) from None
         raise
     finally:
+        if recorder is not None:
+            recorder.unwatch()  # the run is over: a late answer no longer interrupts anything
         summary = _finish(recorder, interrupted)
     outcome = ret.return_value
     if recorder is not None and recorder.error:  # the store failed after the run had ended
@@ -514,7 +336,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     if missing:
         lines.append(f"  {missing} job(s) never started")
     if crash is not None:
-        lines.append(f"  the launcher stopped: {_one_line(f'{type(crash).__name__}: {crash}')}")
+        lines.append(f"  the launcher stopped: {one_line(f'{type(crash).__name__}: {crash}')}")
     print("\n".join(lines), file=sys.stderr)
     return 1
 
@@ -523,8 +345,8 @@ def _finish(recorder, interrupted: bool) -> dict | None:
     """The recorder's summary once it has written every run (None with tracking off); a store
     that could not be opened was reported already (by ``ready``)."""
     if recorder is not None and recorder._watcher is not None:
-        recorder._watcher.join()  # its answer may still be on its way
         recorder.unwatch()
+        recorder._watcher.join()  # its answer may still be on its way
     if recorder is None or recorder.error or (not recorder.is_ready and recorder.proc.poll() is not None):
         return None
     return recorder.finish(interrupted=interrupted)

@@ -21,12 +21,13 @@ attribute sets differ (each release carries its own :class:`~cdpbench.schema.Sch
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from .schema import Schema
+if TYPE_CHECKING:  # a release holds its schema; the schema builds releases (Schema.encode)
+    from .schema import Schema
 
 
 @dataclass

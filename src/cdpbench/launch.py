@@ -40,11 +40,11 @@ from typing import Any, Callable
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .errors import CdpbenchError, ConfigError
+from .kinds import GROUP_KINDS
 
 CONFIG_NAME = "config"
 #: The keys of a run's config that the core reads (plugin groups, run parameters, hydra).
-TOP_LEVEL = ("dataset", "anonymizer", "privacy_model", "knowledge", "estimator", "attacker", "metrics",
-             "extra_attackers", "seed", "progress", "tracking", "hydra")
+TOP_LEVEL = (*GROUP_KINDS, "metrics", "extra_attackers", "seed", "progress", "tracking", "hydra")
 TRACKING_KEYS = ("uri", "experiment", "run_name", "enabled", "plot")
 #: Hydra command-line flags that read configs or pickled state from outside the project.
 FORBIDDEN_FLAGS = {"config_dir": "--config-dir", "config_path": "--config-path", "config_name": "--config-name",
@@ -381,7 +381,7 @@ def check_choice(group: str, value: Any, allowed: list[str], text: str) -> None:
 def check_preset(o: Any, text: str) -> None:
     """``+experiment=NAME`` (and ``+experiment/GROUP=OPTION`` in a preset's sweep) only names a
     preset of the project's experiments folder."""
-    from .experiments_cmd import preset_names, preset_options
+    from .presets import preset_names, preset_options
 
     group = o.key_or_group
     allowed = preset_names() if group == "experiment" else preset_options(group)

@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Iterator
 import numpy as np
 
 from .data import GroupBatch, History, Publication, PublicView, Release
+from .kinds import ENTRY_POINT_GROUPS, GROUP_KINDS  # noqa: F401 - re-exported: the plugin contract's
 from .schema import Schema
 
 
@@ -344,22 +345,9 @@ class Metric(Plugin):
         raise NotImplementedError
 
 
-KINDS: dict[str, type[Plugin]] = {
-    "dataset": Dataset,
-    "knowledge": Knowledge,
-    "estimator": Estimator,
-    "privacy_model": PrivacyModel,
-    "anonymizer": Anonymizer,
-    "attacker": Attacker,
-    "metric": Metric,
-}
-
-ENTRY_POINT_GROUPS: dict[str, str] = {
-    "dataset": "cdpbench.datasets",
-    "knowledge": "cdpbench.knowledge",
-    "estimator": "cdpbench.estimators",
-    "privacy_model": "cdpbench.privacy_models",
-    "anonymizer": "cdpbench.anonymizers",
-    "attacker": "cdpbench.attackers",
-    "metric": "cdpbench.metrics",
-}
+#: kind -> the base class of its plugins (names and entry-point groups: :mod:`cdpbench.kinds`)
+KINDS: dict[str, type[Plugin]] = {"dataset": Dataset, "knowledge": Knowledge, "estimator": Estimator,
+                                  "privacy_model": PrivacyModel, "anonymizer": Anonymizer, "attacker": Attacker,
+                                  "metric": Metric}
+if KINDS.keys() != ENTRY_POINT_GROUPS.keys():  # pragma: no cover - a kind added in one place only
+    raise ImportError(f"cdpbench.plugin.KINDS {list(KINDS)} differ from cdpbench.kinds {list(ENTRY_POINT_GROUPS)}")

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .errors import ConfigError
-from .plugin import ENTRY_POINT_GROUPS, KINDS, Plugin, plugin_refs
+from .plugin import ENTRY_POINT_GROUPS, GROUP_KINDS, KINDS, Plugin, plugin_refs
 
 NONE = "none"  # the option that disables an optional component (e.g. attacker=none)
 
@@ -171,7 +171,7 @@ def register_configs(registry: Registry | None = None) -> None:
     registry = registry or default_registry()
     cs = ConfigStore.instance()
     stored: set[str] = set()  # reference groups already stored
-    for kind in ("dataset", "knowledge", "estimator", "privacy_model", "anonymizer", "attacker"):
+    for kind in GROUP_KINDS:
         _store_group(cs, registry, kind, kind, REFERENCE_DEPTH, stored)
         if kind in ("attacker", "knowledge"):
             cs.store(group=kind, name=NONE, node={"name": NONE})

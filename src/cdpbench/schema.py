@@ -15,6 +15,7 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
+from .data import Release
 from .errors import DataError
 from .taxonomy import Taxonomy
 
@@ -147,8 +148,6 @@ class Schema:
         attribute, non-finite numbers or values outside the domain of a numeric QI, respondent
         ids or timestamps that are not integers and respondents appearing twice.
         """
-        from .data import Release
-
         where = f"release {t}"
         cols = self.columns
         missing = [c for c in cols if c not in frame.columns]

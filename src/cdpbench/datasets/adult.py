@@ -32,6 +32,7 @@ from ..errors import ConfigError, require
 from ..plugin import Dataset
 from ..schema import CategoricalQI, NumericQI, Schema, Sensitive
 from ..taxonomy import Taxonomy
+from .churn_process import churn_process
 from .zipcodes import ZIP_COLUMN, zip_taxonomy, zips_of_rows
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -252,8 +253,6 @@ class AdultContinuous(Dataset):
         there are no re-insertions. The paper gives neither T nor a seed; 24 releases matches the
         length of its other data set, BKseq.
         """
-        from .churn import churn_process
-
         p = self.params
         return churn_process(
             load_adult(with_zip=ZIP_COLUMN in p.qi),

@@ -1,0 +1,185 @@
+"""One job: what every launcher runs, in the launching process or in a worker.
+
+The job body lives apart from the command line (:mod:`cdpbench.cli`) so that a worker process
+imports only what a job needs. It builds the run's components, runs the release loop, and leaves
+its run record and artifacts in its folder for the recorder (:mod:`cdpbench.recorder`); it never
+imports MLflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import CdpbenchError
+
+log = logging.getLogger("cdpbench")
+
+
+@dataclass
+class Outcome:
+    """What a job returns to the launching process (picklable: it crosses process boundaries)."""
+
+    status: str  # FINISHED, FAILED or SKIPPED (a resumed sweep's job already FINISHED)
+    folder: str  # the job's output folder, holding its run record
+    error: str | None = None
+
+
+def task(cfg: DictConfig) -> Outcome:
+    """One job: build the components, run the releases, leave the run's record and artifacts.
+
+    The job never imports MLflow: its record (:mod:`cdpbench.record`) is written to MLflow by the
+    recorder process. Never raises but for an interrupt: a failure is recorded FAILED with its
+    one-line reason and returned, so that the launcher goes on with the other jobs.
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    from . import launch, runner, tracking
+    from .record import FAILED, FINISHED, SKIPPED, RunRecord, forget_recorded
+    from .stopping import JobWatch
+
+    tracking.install_log_redaction()
+    try:
+        hc = HydraConfig.get()
+        overrides = list(hc.overrides.task)
+        job_dir = Path(hc.runtime.output_dir)
+        preset = hc.runtime.choices.get("experiment")
+        num = hc.job.get("num")
+        _redact_hydra_files(job_dir, hc.output_subdir)
+    except ValueError:  # called outside Hydra (tests)
+        overrides, job_dir, preset, num = [], Path.cwd(), None, None
+    sweep = tracking.sweep_info()
+    # Nothing a run records or prints holds a URI's credentials (tracking.redact_uri): not its
+    # name, tags, parameters, config.yaml, error, log lines, nor Hydra's files in its folder.
+    name = tracking.redact_text(cfg.tracking.get("run_name") or launch.run_name(overrides, preset, sweep.get("varying")))
+    label = launch.short_label(name)
+    if sweep.get("jobs") and num is not None:
+        label = f"[{num + 1}/{sweep['jobs']}] {label}"
+    if sweep.get("sweep_progress"):
+        _quiet_console()  # the launching process draws one line for the whole sweep
+    tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(tracking.redact_text(o) for o in overrides),
+            "cdpbench.config_hash": tracking.config_hash(cfg)}
+    if num is not None:
+        tags["cdpbench.job"] = str(num)
+    safe_cfg = tracking.redact_config(OmegaConf.to_container(cfg, resolve=True))
+    params = tracking.flatten(safe_cfg)
+    record = RunRecord(name, tags, params, job=num, launch=sweep.get("launch"))
+    try:  # a relaunch into the same folder: the earlier launch's run of this folder is not this one's
+        forget_recorded(job_dir)
+    except OSError:
+        pass
+    if sweep.get("resume"):  # a job whose config already has a FINISHED run is not run again
+        folder = tracking.sweep_dir()  # (the recorder's answer for this launch, checked in the store)
+        finished = tracking.wait_finished(folder, sweep.get("launch")) if folder is not None else None
+        if finished is None:
+            log.warning("job %s: the recorder did not say which configs are FINISHED; running it", label)
+        elif tags["cdpbench.config_hash"] in finished:
+            record.skipped_run = finished[tags["cdpbench.config_hash"]]
+            record.end(SKIPPED)
+            if not _write_quietly(record, job_dir):
+                return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
+            log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
+            return Outcome(SKIPPED, str(job_dir))
+    watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
+    try:
+        record.write(job_dir)
+        watch.__enter__()
+        comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
+        record.tags.update(plugin_tags(comp))
+        show = bool(cfg.progress) and not sweep.get("sweep_progress")
+        table = runner.run_releases(cfg, comp, on_release=record.add_metrics, progress=show, label=label)
+        with tempfile.TemporaryDirectory() as tmp:  # nothing lands unless the whole run succeeded
+            tmpdir = Path(tmp)
+            (tmpdir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(safe_cfg)))
+            table.to_csv(tmpdir / "metrics.csv")
+            if cfg.tracking.get("plot"):
+                from . import plots
+
+                plots.release_plot(table, tmpdir / "metrics.png", title=name)
+            for f in sorted(tmpdir.iterdir()):
+                shutil.copy2(f, job_dir / f.name)
+                record.artifacts.append(f.name)
+        record.end(FINISHED)
+        record.write(job_dir)
+        log.info("run %s: %d releases, recorded in %s", name, len(table), job_dir)
+        return Outcome(FINISHED, str(job_dir))
+    except KeyboardInterrupt:
+        record.end(FAILED, "interrupted")
+        record.artifacts.clear()
+        _write_quietly(record, job_dir)
+        raise
+    except BaseException as e:  # noqa: BLE001 - a job's failure of any kind is reported, never raised
+        if isinstance(e, CdpbenchError):
+            error = one_line(str(e))
+        else:
+            trace = job_dir / "error.log"
+            try:
+                job_dir.mkdir(parents=True, exist_ok=True)
+                trace.write_text("".join(traceback.format_exception(e)))
+                where = f"; traceback in {trace}"
+            except OSError:
+                where = ""
+            error = one_line(f"run failed in {type(e).__name__}: {e}{where}")
+        record.end(FAILED, error)
+        record.artifacts.clear()
+        if not _write_quietly(record, job_dir):
+            error += f" (and its record could not be written in {job_dir})"
+        return Outcome(FAILED, str(job_dir), error)
+    finally:
+        watch.__exit__()
+
+
+def _write_quietly(record, folder: Path) -> bool:
+    try:
+        record.write(folder)
+        return True
+    except OSError:
+        return False
+
+
+def plugin_tags(comp) -> dict[str, str]:
+    from .registry import default_registry
+
+    reg = default_registry()
+    tags = {}
+    for kind, plugin in comp.names.items():
+        info = reg.info(kind, plugin)
+        tags[f"cdpbench.{kind}"] = plugin
+        tags[f"cdpbench.{kind}.version"] = f"{info.distribution} {info.version}"
+    for label in comp.attackers:
+        tags[f"cdpbench.attacker.{label}"] = "1"
+    return tags
+
+
+def one_line(text: str) -> str:
+    from .tracking import redact_text
+
+    return redact_text(" ".join(text.split())) or "unknown error"
+
+
+def _redact_hydra_files(job_dir: Path, output_subdir: str | None) -> None:
+    """Hydra saves a job's overrides and configs (``.hydra/overrides.yaml``, ``config.yaml``,
+    ``hydra.yaml``) in its folder before the job starts, as typed, and a sweep's
+    ``multirun.yaml`` in the sweep folder: rewritten here with every URI redacted
+    (:func:`cdpbench.tracking.redact_text`), so no credential stays on disk past a job's start."""
+    from .tracking import redact_file, sweep_dir
+
+    if output_subdir:
+        for f in sorted((job_dir / str(output_subdir)).glob("*.yaml")):
+            redact_file(f)
+    folder = sweep_dir()
+    if folder is not None:
+        redact_file(folder / "multirun.yaml")
+
+
+def _quiet_console() -> None:
+    """Keep a parallel job's INFO lines off the terminal (they stay in its log file)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.WARNING)
