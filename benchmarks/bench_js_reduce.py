@@ -122,7 +122,7 @@ def bench_publish(rng: np.random.Generator) -> list[tuple]:
     out = []
     for view, j, leftovers in cases:
         release, prior = views[view]
-        model = reg.create("privacy_model", "js_reduce", {"k": 3, "t": 0.5, "j": j})
+        model = reg.create("privacy_model", "js_reduce", {"k": 3, "closeness": {"t": 0.5}, "j": j})
         mctx = ModelContext(release.schema, release.sensitive_distribution(), release=release, prior=prior)
         model.prepare(release, mctx)
         anon = reg.create("anonymizer", "js_reduce", {"leftovers": leftovers})
@@ -146,7 +146,7 @@ def bench_million(rng: np.random.Generator, n: int = 1_000_000) -> list[tuple]:
     out = []
     reg = default_registry()
     release, prior = bkseq_like_view(rng, n=n)
-    model = reg.create("privacy_model", "js_reduce", {"k": 3, "t": 0.5, "j": 0.6})
+    model = reg.create("privacy_model", "js_reduce", {"k": 3, "closeness": {"t": 0.5}, "j": 0.6})
     mctx = ModelContext(release.schema, release.sensitive_distribution(), release=release, prior=prior)
     model.prepare(release, mctx)
     for leftovers in ("suppress", "merge"):

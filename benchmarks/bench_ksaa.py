@@ -52,7 +52,7 @@ def bench(records: int) -> list[tuple]:
     r1, r2 = AdultSequential(AdultSequentialParams(records=records, releases=2)).releases(np.random.default_rng(0))
     for k in (2, 4):
         model = reg.create("privacy_model", "k_diversity", {"k": k})
-        anon = reg.create("anonymizer", "ksaa", {})
+        anon = reg.create("anonymizer", "ksaa", {"base": {"name": "js_reduce", "leftovers": "merge"}})
         h = History()
         p1 = anon.publish(r1, PublishContext(model, ModelContext(r1.schema, r1.sensitive_distribution(), h, r1), h, np.random.default_rng(0)))
         h = History([r1], [p1])
@@ -78,7 +78,7 @@ def bench(records: int) -> list[tuple]:
                  (run, "graph_s", records, t_graph), (run, "edges", records, len(g.edge_a)),
                  (run, "edges_kept", records, int(g.kept.sum()))]
         if k == 2 and records <= 5000:
-            slow = reg.create("anonymizer", "ksaa", {"search": "rounds"})
+            slow = reg.create("anonymizer", "ksaa", {"search": "rounds", "base": {"name": "js_reduce", "leftovers": "merge"}})
             t0 = time.perf_counter()
             p3 = slow.publish(r2, PublishContext(model, mctx, h, np.random.default_rng(0)))
             t_rounds = time.perf_counter() - t0

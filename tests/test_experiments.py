@@ -140,7 +140,7 @@ def test_bcf_presets_use_the_papers_setup():
         "adult_cumulative", "tds", "k_anonymity", "correspondence")
     bcf = compose_preset("bcf/fig2", "+experiment/bcf/method=bcf_r2", "privacy_model.k=120")
     assert (bcf.anonymizer.name, bcf.privacy_model.name) == ("bcf", "bcf_anonymity")
-    assert bcf.anonymizer.k == bcf.privacy_model.k == bcf.attacker.k == 120
+    assert bcf.anonymizer.k is None and bcf.privacy_model.k == bcf.attacker.k == 120  # the anonymizer reads the model's k
     d2 = compose_preset("bcf/fig2", "+experiment/bcf/method=k_anonymized_d2")
     assert (d2.dataset.name, d2.anonymizer.name, d2.attacker.name) == ("adult_increments", "tds", "none")
 

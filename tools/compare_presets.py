@@ -96,7 +96,8 @@ def diff(args: argparse.Namespace) -> int:
     presets = sorted({p.parent.parent.relative_to(side) for side in (old, new) for p in side.rglob("status.txt")})
     for preset in presets:
         lines = []
-        for job in sorted({p.name for side in (old, new) for p in (side / preset).iterdir() if p.is_dir()}, key=int):
+        jobs = {p.name for side in (old, new) if (side / preset).is_dir() for p in (side / preset).iterdir() if p.is_dir()}
+        for job in sorted(jobs, key=int):
             a, b = old / preset / job / "metrics.csv", new / preset / job / "metrics.csv"
             if not a.exists() or not b.exists():
                 sa = (old / preset / job / "status.txt").read_text().strip() if (old / preset / job / "status.txt").exists() else "missing"

@@ -282,6 +282,30 @@ class PublicView:
         return flat.reshape(self.n_groups, m)
 
 
+def rows_of(ids: np.ndarray, wanted: np.ndarray, *, match_negative: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, found)``: the row of each ``wanted`` respondent id in the id array ``ids`` (in any
+    order, e.g. ``Release.respondent`` of a population, ``PublicView.respondent``) and whether it
+    is there — ``ids[rows[i]] == wanted[i]`` where ``found[i]``.
+
+    An id listed more than once in ``ids`` is found at its first row. An id < 0 (-1 marks a
+    counterfeit or an ownerless copy, :attr:`Publication.respondent`) is never found, unless
+    ``match_negative``: then it is looked up like any other. Where ``found`` is False ``rows``
+    still holds a valid row of ``ids`` (0 when ``ids`` is empty), not a meaningful one: index with
+    ``rows[found]``. One stable ``argsort`` of ``ids`` and one ``searchsorted``.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if len(ids) == 0:
+        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+    order = np.argsort(ids, kind="stable")
+    ordered = ids[order]
+    pos = np.minimum(np.searchsorted(ordered, wanted), len(ids) - 1)
+    found = ordered[pos] == wanted
+    if not match_negative:
+        found &= wanted >= 0
+    return order[pos], found
+
+
 @dataclass
 class History:
     """Everything released so far; anonymizers and attackers keep their own state on instances."""

@@ -23,7 +23,8 @@ from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
 from cdpbench_bayframe.bayesian import BayesianEstimator
-from cdpbench_bayframe.bkaa import BKAA, _prefix_judge, greedy_partition, npn_coordinates, npn_order
+from cdpbench.greedy import prefix_judge as _prefix_judge
+from cdpbench_bayframe.bkaa import BKAA, greedy_partition, npn_coordinates, npn_order
 from cdpbench_bayframe.j_similarity import JSimilarity, JSimilarityExtension, JSimilarityParams, js_divergence, likeness_gain
 
 KEYS = ("n_groups", "leftovers", "merged", "suppressed")

@@ -22,6 +22,8 @@ What is checked, each time against a recomputation that does not go through the 
   ``attack_pair``'s B cracks) gives FA, CA, BA >= k on ``bcf``'s R3 when ``|D3| >= k``;
 * the ``BCFAnonymity`` verifier agrees in sign with ``attack_pair`` on every instance;
 * bad parameters raise ``ConfigError`` naming the field.
+* ``anonymizer.k`` null (the default) is the run's privacy model's k; an explicit k wins; with
+  neither, the first publish is a one-line ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
 from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer
-from cdpbench_bcf.params import BCFParams
+from cdpbench_bcf.params import BCFAnonymizerParams, BCFParams
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair
 from cdpbench_bcf.history import ReleaseChain, attack_latest
@@ -174,7 +176,7 @@ def tds(inst: Instance, i: int) -> Publication:
 
 def bcf(inst: Instance, i: int, earlier: list[Publication], anonymizer: BCFAnonymizer | None = None) -> Publication:
     rel = inst.releases[i]
-    anonymizer = BCFAnonymizer(BCFParams(k=inst.k)) if anonymizer is None else anonymizer
+    anonymizer = BCFAnonymizer(BCFAnonymizerParams(k=inst.k)) if anonymizer is None else anonymizer
     return anonymizer.publish(rel, publish_ctx(k_model(inst.k), rel, history_of(inst, earlier)))
 
 
@@ -404,7 +406,7 @@ def test_empty_increment_has_no_b_target_by_default_and_is_infeasible_literally(
         assert att.BA == np.inf and att.FA == att.CA >= k, where(inst, f"BA={att.BA}")
         assert r2.info["feasible"] == 1 and verify(inst, r2, [r1]).violations == 0, where(inst)
         split += r2.n_groups > 1
-        literal = BCFAnonymizer(BCFParams(k=k, phantom=True))
+        literal = BCFAnonymizer(BCFAnonymizerParams(k=k, phantom=True))
         r2_lit = bcf(inst, 1, [r1], literal)
         assert attack_pair(classes(r1), classes(r2_lit), phantom=True).BA == 0, where(inst)
         assert r2_lit.info["feasible"] == 0 and r2_lit.n_groups == 1, where(inst)
@@ -419,7 +421,7 @@ def test_empty_increment_has_no_b_target_by_default_and_is_infeasible_literally(
         r3 = bcf(inst, 2, [r1, r2])
         assert attack_latest([classes(r1), classes(r2)], [None, None], classes(r3)).pairs[1].BA == np.inf, where(inst)
         assert r3.info["feasible"] == 1, where(inst)
-        r3_lit = bcf(inst, 2, [r1, r2], BCFAnonymizer(BCFParams(k=inst.k, phantom=True)))
+        r3_lit = bcf(inst, 2, [r1, r2], BCFAnonymizer(BCFAnonymizerParams(k=inst.k, phantom=True)))
         assert r3_lit.info["feasible"] == 0 and r3_lit.n_groups == 1, where(inst)
 
 
@@ -482,7 +484,7 @@ def test_bcf_and_tds_honour_the_run_privacy_model(two_release_instances):
             continue
         r1_div = TopDownSpecialization().publish(rel1, publish_ctx(l_div, rel1, History()))
         r1 = tds(inst, 0)  # k-anonymous R1, so that R2 is feasible
-        r2 = BCFAnonymizer(BCFParams(k=inst.k)).publish(rel2, publish_ctx(l_div, rel2, History([rel1], [r1])))
+        r2 = BCFAnonymizer(BCFAnonymizerParams(k=inst.k)).publish(rel2, publish_ctx(l_div, rel2, History([rel1], [r1])))
         for pub in (r1_div, r2):
             distinct = (pub.group_counts() > 0).sum(axis=1)
             assert distinct.min() >= 2, where(inst, f"release {pub.t}: distinct values per class {distinct.tolist()}")
@@ -499,7 +501,7 @@ def test_bcf_at_release_1_is_tds_k_anonymity(two_release_instances, model_name):
     for inst in two_release_instances[:80]:
         rel = inst.releases[0]
         model = default_registry().create("privacy_model", model_name, {"k": inst.k})
-        pub = BCFAnonymizer(BCFParams(k=inst.k)).publish(rel, publish_ctx(model, rel, History()))
+        pub = BCFAnonymizer(BCFAnonymizerParams(k=inst.k)).publish(rel, publish_ctx(model, rel, History()))
         ref = tds(inst, 0)
         assert pub.info["feasible"] == 1
         assert np.array_equal(pub.group, ref.group), where(inst)
@@ -518,7 +520,7 @@ def test_bcf_release_3_against_history():
             # releases); an empty D3 is test_empty_increment_is_infeasible's
             continue
         r1 = tds(inst, 0)
-        anonymizer = BCFAnonymizer(BCFParams(k=k))  # one instance for the whole run, as the runner does
+        anonymizer = BCFAnonymizer(BCFAnonymizerParams(k=k))  # one instance for the whole run, as the runner does
         r2 = bcf(inst, 1, [r1], anonymizer)
         assert r2.info["feasible"] == 1
         r3 = bcf(inst, 2, [r1, r2], anonymizer)
@@ -616,6 +618,75 @@ def test_bcf_parameters_through_the_registry():
     assert isinstance(default_registry().create("anonymizer", "bcf", {"k": 3}), BCFAnonymizer)
 
 
+@pytest.mark.parametrize("kw", [{"k": 0}, {"k": True}, {"k": 2.0}, {"phantom": "yes"}])
+def test_bad_bcf_anonymizer_parameters(kw):
+    field = next(iter(kw))
+    allowed = "an integer >= 1, or null for the privacy model's k" if field == "k" else "true or false"
+    with pytest.raises(ConfigError, match=rf"^{field} must be {allowed}"):
+        BCFAnonymizerParams(**kw)
+
+
+# ---------------------------------------------------------------------------- 8. k lives in the model
+class _NoK:
+    """A privacy model without a k (accepts every group)."""
+
+    params = None
+
+    def accepts(self, batch, ctx):
+        return np.ones(batch.n_groups, dtype=bool)
+
+
+def _two_releases(seed: int = 0):
+    for s in range(seed, seed + 100):
+        inst = make_instance(s)
+        if inst.sizes[1] >= inst.k:
+            return inst
+    raise AssertionError("no feasible instance")
+
+
+def _same(a: Publication, b: Publication) -> bool:
+    return (np.array_equal(a.group, b.group) and np.array_equal(a.low, b.low) and np.array_equal(a.high, b.high)
+            and a.info == b.info)
+
+
+def test_bcf_k_defaults_to_null_and_takes_the_privacy_models_k():
+    """anonymizer.k null (the default): the k of the run's privacy model, the same numbers as that
+    k given explicitly; through the registry too."""
+    assert BCFAnonymizerParams().k is None and default_registry().create("anonymizer", "bcf").params.k is None
+    inst = _two_releases()
+    rel2, r1 = inst.releases[1], tds(inst, 0)
+    for model in (k_model(inst.k), default_registry().create("privacy_model", "bcf_anonymity", {"k": inst.k})):
+        ctx = publish_ctx(model, rel2, history_of(inst, [r1]))
+        from_model = BCFAnonymizer().publish(rel2, ctx)
+        explicit = BCFAnonymizer(BCFAnonymizerParams(k=inst.k)).publish(rel2, ctx)
+        assert _same(from_model, explicit) and from_model.info["feasible"] == 1
+        assert from_model.group_sizes().min() >= inst.k
+    # the model's k is what binds: a larger one publishes coarser classes
+    big = inst.k + 3
+    coarse = BCFAnonymizer().publish(rel2, publish_ctx(k_model(big), rel2, history_of(inst, [r1])))
+    ref = BCFAnonymizer(BCFAnonymizerParams(k=big)).publish(rel2, publish_ctx(k_model(big), rel2, history_of(inst, [r1])))
+    assert _same(coarse, ref)
+
+
+def test_an_explicit_bcf_k_wins_over_the_privacy_models():
+    inst = _two_releases(5)
+    rel2, r1 = inst.releases[1], tds(inst, 0)
+    against_1 = BCFAnonymizer(BCFAnonymizerParams(k=inst.k)).publish(rel2, publish_ctx(k_model(1), rel2, history_of(inst, [r1])))
+    alone = BCFAnonymizer(BCFAnonymizerParams(k=inst.k)).publish(rel2, publish_ctx(_NoK(), rel2, history_of(inst, [r1])))
+    assert _same(against_1, alone) and against_1.group_sizes().min() >= inst.k
+
+
+@pytest.mark.parametrize("model, which", [(None, "the run has no privacy model"), (_NoK(), "privacy model '_NoK' has no k")])
+def test_bcf_with_no_k_anywhere_is_a_one_line_error_at_the_first_publish(model, which):
+    inst = _two_releases()
+    rel = inst.releases[0]
+    ctx = PublishContext(model, ModelContext(rel.schema, rel.sensitive_distribution(), History(), rel), History(), np.random.default_rng(0))
+    with pytest.raises(ConfigError, match=rf"^anonymizer\.k is null \(the privacy model's k\) but {which}: "
+                                          rf"set anonymizer\.k to an integer >= 1$") as err:
+        BCFAnonymizer().publish(rel, ctx)
+    assert "\n" not in str(err.value)
+
+
 def numeric_release(n: int = 20, t: int = 1) -> Release:
     """A categorical and a numeric QI; the first 20 records at time 1, the rest at time 2."""
     tax = Taxonomy.from_paths([["a", "x", "*"], ["b", "x", "*"], ["c", "y", "*"], ["d", "y", "*"]])
@@ -640,7 +711,7 @@ def test_numeric_qi_splits_at_the_median():
     rel1 = numeric_release()
     r1 = TopDownSpecialization().publish(rel1, publish_ctx(k_model(2), rel1, History()))
     rel2 = numeric_release(n=28, t=2)
-    r2 = BCFAnonymizer(BCFParams(k=2)).publish(rel2, publish_ctx(k_model(2), rel2, History([rel1], [r1])))
+    r2 = BCFAnonymizer(BCFAnonymizerParams(k=2)).publish(rel2, publish_ctx(k_model(2), rel2, History([rel1], [r1])))
     assert r2.info["feasible"] == 1 and r2.n_groups > 1
     att = attack_pair(classes(r1), classes(r2))
     assert min(att.FA, att.CA, att.BA) >= 2

@@ -21,7 +21,8 @@ from cdpbench.registry import default_registry
 from cdpbench.schema import NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
 from cdpbench_jsreduce import js_reduce
-from cdpbench_jsreduce.js_reduce import _prefix_judge, greedy_partition, hilbert_order
+from cdpbench.greedy import prefix_judge as _prefix_judge
+from cdpbench_jsreduce.js_reduce import greedy_partition, hilbert_order
 
 REG = default_registry()
 CONF = Path(__file__).resolve().parents[3] / "conf"

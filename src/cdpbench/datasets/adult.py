@@ -202,12 +202,29 @@ def _numeric_domain(name: str) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------------------- the scenario
-def _count(value: object, name: str, minimum: int) -> None:
-    require(
-        isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
-        name,
-        f"an integer >= {minimum}",
-        value,
+def check_counts(params: object, *names: tuple[str, int]) -> None:
+    """Each ``(name, minimum)``: ``params.<name>`` is an integer >= minimum (one-line error)."""
+    for name, minimum in names:
+        value = getattr(params, name)
+        require(isinstance(value, int) and not isinstance(value, bool) and value >= minimum, name,
+                f"an integer >= {minimum}", value)
+
+
+def adult_churn(p: object, rng: np.random.Generator, reinsertions: int, name: str) -> Iterator[Release]:
+    """The churn process (:func:`~cdpbench.datasets.churn_process.churn_process`) over Adult with
+    the parameters of ``p`` (``qi``, ``sensitive``, ``initial``, ``deletions``, ``insertions``,
+    ``updates``, ``releases``): the ``adult`` and ``churn`` data sets."""
+    return churn_process(
+        load_adult(with_zip=ZIP_COLUMN in p.qi),
+        adult_schema(p.qi, p.sensitive),
+        initial=p.initial,
+        deletions=p.deletions,
+        insertions=p.insertions,
+        updates=p.updates,
+        reinsertions=reinsertions,
+        releases=p.releases,
+        rng=rng,
+        name=name,
     )
 
 
@@ -231,10 +248,7 @@ class AdultContinuousParams:
     sensitive: str = field(default="occupation", metadata={"help": "the sensitive column (an Adult column not in qi)"})
 
     def __post_init__(self) -> None:
-        _count(self.releases, "releases", 1)
-        _count(self.initial, "initial", 1)
-        for name in ("deletions", "insertions", "updates"):
-            _count(getattr(self, name), name, 0)
+        check_counts(self, ("releases", 1), ("initial", 1), ("deletions", 0), ("insertions", 0), ("updates", 0))
         check_adult_columns(self.qi, self.sensitive)
 
 
@@ -253,16 +267,4 @@ class AdultContinuous(Dataset):
         there are no re-insertions. The paper gives neither T nor a seed; 24 releases matches the
         length of its other data set, BKseq.
         """
-        p = self.params
-        return churn_process(
-            load_adult(with_zip=ZIP_COLUMN in p.qi),
-            adult_schema(p.qi, p.sensitive),
-            initial=p.initial,
-            deletions=p.deletions,
-            insertions=p.insertions,
-            updates=p.updates,
-            reinsertions=0,
-            releases=p.releases,
-            rng=rng,
-            name="Adult",
-        )
+        return adult_churn(self.params, rng, reinsertions=0, name="Adult")

@@ -26,9 +26,8 @@ import numpy as np
 from ..data import Release
 from ..errors import require
 from ..plugin import Dataset
-from .adult import QI_COLUMNS, adult_schema, check_adult_columns, load_adult
+from .adult import QI_COLUMNS, adult_churn, check_adult_columns, check_counts
 from .churn_process import ChurnPlan, churn_process, plan_churn  # noqa: F401 - re-exported
-from .zipcodes import ZIP_COLUMN
 
 
 # ---------------------------------------------------------------------------- the scenario
@@ -66,15 +65,8 @@ class ChurnParams:
 
     def __post_init__(self) -> None:
         require(self.base in BASES, "base", f"one of {list(BASES)}", self.base)
-        counts = (("releases", 1), ("initial", 1), ("deletions", 0), ("insertions", 0), ("updates", 0), ("reinsertions", 0))
-        for name, minimum in counts:
-            value = getattr(self, name)
-            require(
-                isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
-                name,
-                f"an integer >= {minimum}",
-                value,
-            )
+        check_counts(self, ("releases", 1), ("initial", 1), ("deletions", 0), ("insertions", 0), ("updates", 0),
+                     ("reinsertions", 0))
         check_adult_columns(self.qi, self.sensitive)
 
 
@@ -99,16 +91,4 @@ class Churn(Dataset):
         Adult has no zip code: the QIs default to age, sex, education; ``qi=[age, sex, zip]``
         uses the synthetic ``zip`` (see the module docstring) for the paper's age, gender, zip code.
         """
-        p = self.params
-        return churn_process(
-            load_adult(with_zip=ZIP_COLUMN in p.qi),
-            adult_schema(p.qi, p.sensitive),
-            initial=p.initial,
-            deletions=p.deletions,
-            insertions=p.insertions,
-            updates=p.updates,
-            reinsertions=p.reinsertions,
-            releases=p.releases,
-            rng=rng,
-            name="base table 'adult'",
-        )
+        return adult_churn(self.params, rng, reinsertions=self.params.reinsertions, name="base table 'adult'")

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from cdpbench.data import PublicView, Release
+from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
@@ -93,7 +93,7 @@ class BayFrameAttacker(Attacker):
         m = view.schema.sensitive.size
         respondent = np.asarray(view.respondent, dtype=np.int64)
         population = ctx.population
-        rows, found = _rows_in(population.respondent, respondent)
+        rows, found = rows_of(population.respondent, respondent)
         known = Release(  # ids and exact QIs of the view's respondents, no sensitive values
             t=view.t,
             schema=population.schema,
@@ -135,14 +135,3 @@ class BayFrameAttacker(Attacker):
             extra=extra,
             given=compromised if p.cascading != "none" else None,
         )
-
-
-def _rows_in(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of each ``wanted`` id in ``ids`` and whether it is there (ids < 0 never are)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    if len(ids) == 0:
-        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
-    order = np.argsort(ids, kind="stable")
-    pos = np.minimum(np.searchsorted(ids[order], wanted), len(ids) - 1)
-    found = (ids[order][pos] == wanted) & (wanted >= 0)
-    return order[pos], found

@@ -26,14 +26,15 @@ Algorithm 1).
    taxonomy ancestor (``categorical="taxonomy"``) or the set of values present (``"set"``), by
    :meth:`~cdpbench.data.Publication.from_partition`.
 
-Batched judgments (the approach of cdpbench_jsreduce's ``js_reduce.py``, rewritten here: plugins
-do not import each other). The scan does not ask the model about one candidate at a time: from a
-start it judges the prefixes of sizes ``lo..hi`` of the rest of π in one ``accepts`` call (first
+Batched judgments (the core's :mod:`cdpbench.greedy`, shared with cdpbench_jsreduce's
+``js_reduce``). The scan does not ask the model about one candidate at a time: from a start it
+judges the prefixes of sizes ``lo..hi`` of the rest of π in one ``accepts`` call (first
 ``1..window``, then doubling while none is accepted) and takes the smallest accepted size, which
 is the group the record-by-record loop would close whatever ``window`` is. A call never holds more
-than ``_BATCH_RECORDS`` records. The leftover step asks the groups nearest first in blocks (16, 32,
-64, ... groups per call) and takes the first accepted one, the group the paper's rule picks.
-Worst case (a start no prefix satisfies) the scan judges O(n²) records, the paper's O(n²).
+than ``cdpbench.greedy.BATCH_RECORDS`` records. The leftover step asks the groups nearest first in
+blocks (16, 32, 64, ... groups per call) and takes the first accepted one, the group the paper's
+rule picks. Worst case (a start no prefix satisfies) the scan judges O(n²) records, the paper's
+O(n²).
 
 Running statistics (the privacy model's optional fast path,
 :meth:`~cdpbench.plugin.PublishContext.extension`; J-similarity offers it). When the model offers
@@ -47,7 +48,6 @@ groups of the path through ``accepts``; a model without an extension is asked th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,17 +55,19 @@ import numpy as np
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext, nearest_accepted
+from cdpbench.greedy import (
+    ExtensionStart,
+    GroupPredicate,
+    PrefixJudge,
+    extension_over,
+    merge_leftovers,
+    merge_leftovers_extension,
+    prefix_judge,
+    smallest_accepted_prefix,
+    smallest_accepted_prefix_running,
+)
+from cdpbench.plugin import Anonymizer, PublishContext
 
-# accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
-GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
-# start(rows, segment, n_groups) -> GroupExtension | None (PublishContext.extension)
-ExtensionStart = Callable[[np.ndarray, np.ndarray, int], "GroupExtension | None"]
-# accepts_prefixes(rows [B, L]) -> bool [B, L]: is the group rows[b, :l + 1] accepted
-PrefixJudge = Callable[[np.ndarray], np.ndarray]
-
-_BATCH_RECORDS = 1 << 18  # most records in one accepts call of the windowed scan
-_MERGE_BLOCK = 16  # groups asked in the first accepts call for a leftover (doubles)
 _EXTENSION_BLOCK = 512  # groups judged at once for a leftover through an extension (x4 while none accepts)
 _FIRST_PREFIXES = 32  # sizes judged in the first prefix judgment from a start (doubles)
 _PREFIX_RECORDS = 1 << 22  # most sizes in one prefix judgment (a [L, m] running sum); past it, accepts
@@ -329,7 +331,7 @@ def greedy_partition(
     group = np.full(n, -1, dtype=np.int64)
     stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0, "suppressed": 0}
     members: list[np.ndarray] = []
-    prefixes = _prefix_judge(extension)
+    prefixes = prefix_judge(extension)
     start, last = 0, 0  # last: size of the last group closed
     while start < n:
         if prefixes is not None and 0 < last <= _SMALL_GROUP:
@@ -344,9 +346,11 @@ def greedy_partition(
         if start >= n:
             break
         if prefixes is not None:
-            size = _smallest_accepted_prefix_running(order, start, prefixes, accepts, window, stats)
+            size = smallest_accepted_prefix_running(
+                order, start, prefixes, accepts, window, stats, cap=_PREFIX_RECORDS, first=_FIRST_PREFIXES
+            )
         else:
-            size = _smallest_accepted_prefix(order, start, accepts, window, stats)
+            size = smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
             break
         group[order[start : start + size]] = len(members)
@@ -357,71 +361,41 @@ def greedy_partition(
     stats["n_groups"] = len(members)
     stats["leftovers"] = len(left)
     if leftovers == "merge" and members and len(left):
-        ext = None
-        if extension is not None:
-            sizes = [len(m) for m in members]
-            ext = extension(np.concatenate(members), np.repeat(np.arange(len(members), dtype=np.int64), sizes), len(members))
+        ext = None if extension is None else extension_over(extension, members)
+        centroids = _Centroids(members, points)
         if ext is not None:
-            stats["merged"] = _merge_leftovers_extension(left, members, group, ext, points, stats)
+            stats["merged"] = merge_leftovers_extension(
+                left, group, ext, centroids.distance, stats, later_on_ties=False, block=_EXTENSION_BLOCK, joined=centroids.join
+            )
         else:
-            stats["merged"] = _merge_leftovers(left, members, group, accepts, points, stats)
+            stats["merged"] = merge_leftovers(
+                left, members, group, accepts, centroids.distance, stats, later_on_ties=False, joined=centroids.join
+            )
     stats["suppressed"] = int((group < 0).sum())
     return group, stats
 
 
-def _smallest_accepted_prefix(order: np.ndarray, start: int, accepts: GroupPredicate, window: int, stats: dict) -> int:
-    """Smallest size L such that the model accepts ``order[start : start + L]``; 0 if none. Judges
-    the sizes ``lo..hi`` in one call (``1..window`` first, then doubling; as js_reduce.py does)."""
-    remaining = len(order) - start
-    lo, hi = 1, min(window, remaining)
-    while lo <= remaining:
-        hi = min(hi, _largest_fitting(lo, hi))
-        sizes = np.arange(lo, hi + 1, dtype=np.int64)
-        segment = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-        offset = np.arange(len(segment), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        stats["accepts_calls"] += 1
-        ok = np.asarray(accepts(order[start + offset], segment, len(sizes)), dtype=bool)
-        if ok.any():
-            return int(sizes[np.argmax(ok)])
-        lo, hi = hi + 1, min(2 * hi, remaining)
-    return 0
+class _Centroids:
+    """Step 3's distance from a leftover to each group: :func:`squared_distances` (row by row, the
+    same floats whatever the rows asked) from its NPN point to the group's QI centroid over its
+    current members, the centroid of group g being ``total[g] / count[g]``, refreshed when a
+    leftover joins (the paper only says a valid q "exists": nearest centroid is our choice, ties
+    to the lowest group index, bayframe.md §1.7 item 9)."""
 
+    def __init__(self, members: list[np.ndarray], points: np.ndarray):
+        self.points = points
+        G = len(members)
+        self.total = np.array([points[m].sum(axis=0) for m in members]).reshape(G, points.shape[1])
+        self.count = np.array([len(m) for m in members], dtype=float)
+        self.centroid = self.total / self.count[:, None]
 
-def _prefix_judge(extension: ExtensionStart | None) -> PrefixJudge | None:
-    """The privacy model's running-sum judgment of every prefix of a sequence of records
-    (:meth:`~cdpbench.plugin.GroupExtension.accepts_prefixes` of an extension over no groups), or
-    ``None`` when the model offers none (the scan then asks ``accepts``)."""
-    if extension is None:
-        return None
-    empty = np.zeros(0, dtype=np.int64)
-    ext = extension(empty, empty, 0)
-    if ext is None or ext.accepts_prefixes(np.zeros((0, 1), dtype=np.int64)) is None:
-        return None
-    return ext.accepts_prefixes
+    def distance(self, r: int) -> np.ndarray:
+        return squared_distances(self.centroid, self.points[r])
 
-
-def _smallest_accepted_prefix_running(
-    order: np.ndarray, start: int, prefixes: PrefixJudge, accepts: GroupPredicate, window: int, stats: dict
-) -> int:
-    """:func:`_smallest_accepted_prefix` through the model's prefix judgment: Algorithm 1's loop
-    (lines 3–13: add the next record of π to Q until Q is accepted) asks about every size
-    ``1..hi`` of Q from ``start`` in one O(hi·m) step, ``hi`` starting at ``max(window, 32)`` and
-    doubling while no size is accepted, up to the end of π (a stuck start: O(L·m) in all for the L
-    records left). The smallest accepted size does not depend on how the sizes are batched. Past
-    ``_PREFIX_RECORDS`` sizes the search is handed to the batched ``accepts`` path (same answer)."""
-    remaining = len(order) - start
-    hi = min(max(window, _FIRST_PREFIXES), remaining)
-    while hi >= 1:
-        if hi > _PREFIX_RECORDS:
-            return _smallest_accepted_prefix(order, start, accepts, window, stats)
-        stats["accepts_calls"] += 1
-        ok = np.asarray(prefixes(order[start : start + hi][None, :]), dtype=bool)[0]
-        if ok.any():
-            return int(np.argmax(ok)) + 1
-        if hi == remaining:
-            break
-        hi = min(2 * hi, remaining)
-    return 0
+    def join(self, g: int, r: int) -> None:
+        self.total[g] += self.points[r]
+        self.count[g] += 1
+        self.centroid[g] = self.total[g] / self.count[g]  # each entry divided as total / count[:, None] does
 
 
 def _run_of_groups_running(order: np.ndarray, start: int, prefixes: PrefixJudge, stats: dict) -> tuple[list[int], bool]:
@@ -449,86 +423,3 @@ def _run_of_groups_running(order: np.ndarray, start: int, prefixes: PrefixJudge,
         b += smallest[b]
     stats["accepts_calls"] += max(len(sizes), 1)  # one judgment per group closed, as the plain scan asks
     return sizes, b >= B
-
-
-def _largest_fitting(lo: int, hi: int) -> int:
-    """Largest ``h`` in ``[lo, hi]`` with ``lo + ... + h <= _BATCH_RECORDS`` (at least ``lo``)."""
-    if (hi * (hi + 1) - (lo - 1) * lo) // 2 <= _BATCH_RECORDS:
-        return hi
-    h = int(np.sqrt(0.25 + 2 * _BATCH_RECORDS + (lo - 1) * lo) - 0.5)
-    while h > lo and (h * (h + 1) - (lo - 1) * lo) // 2 > _BATCH_RECORDS:
-        h -= 1
-    return max(h, lo)
-
-
-def _merge_leftovers(
-    left: np.ndarray, members: list[np.ndarray], group: np.ndarray, accepts: GroupPredicate, points: np.ndarray, stats: dict
-) -> int:
-    """Step 3: place each leftover row of ``left`` (in order) into the group nearest to it by
-    centroid among those the model accepts with it (ties: lowest group index), else leave it
-    suppressed. Groups are asked nearest first in blocks (16, 32, ... per ``accepts`` call); the
-    first accepted group in that order is the nearest accepted one. Returns how many were placed."""
-    G = len(members)
-    parts = [list(m.tolist()) for m in members]  # rows of each group, grown by merged leftovers
-    total = np.array([points[m].sum(axis=0) for m in members]).reshape(G, points.shape[1])
-    count = np.array([len(m) for m in members], dtype=float)
-    merged = 0
-    for r in left:
-        r = int(r)
-        distance = squared_distances(total / count[:, None], points[r])
-        nearest = np.lexsort((np.arange(G), distance))  # nearest first, lowest index on ties
-        lo, block = 0, _MERGE_BLOCK
-        while lo < G:
-            gs = nearest[lo : lo + block]
-            rows = np.concatenate([np.asarray(parts[g] + [r], dtype=np.int64) for g in gs])
-            segment = np.repeat(np.arange(len(gs), dtype=np.int64), [len(parts[g]) + 1 for g in gs])
-            stats["accepts_calls"] += 1
-            ok = np.asarray(accepts(rows, segment, len(gs)), dtype=bool)
-            if ok.any():
-                g = int(gs[np.argmax(ok)])
-                group[r] = g
-                parts[g].append(r)
-                total[g] += points[r]
-                count[g] += 1
-                merged += 1
-                break
-            lo, block = lo + block, 2 * block
-    return merged
-
-
-def _merge_leftovers_extension(
-    left: np.ndarray, members: list[np.ndarray], group: np.ndarray, ext: GroupExtension, points: np.ndarray, stats: dict
-) -> int:
-    """:func:`_merge_leftovers` (Algorithm 1, lines 14–24) with the privacy model's running
-    per-group statistics: each leftover r, in order, is judged against every group q ∪ {r} in one
-    step (``ext.accepts_plus``) and joins the accepted group whose centroid is nearest, ties to the
-    lowest group index — the first accepted group in the nearest-first order the block search asks,
-    so the same placement. Centroid distances are the same floats (:func:`squared_distances` of
-    ``total / count``, row by row); groups, their statistics and centroids grow as leftovers join.
-    Each judgment counts as one accepts call. Returns how many leftovers were placed."""
-    G = len(members)
-    total = np.array([points[m].sum(axis=0) for m in members]).reshape(G, points.shape[1])
-    count = np.array([len(m) for m in members], dtype=float)
-    centroid = total / count[:, None]  # each entry divided as in _merge_leftovers; row g refreshed on a join
-    merged = 0
-    for r in left:
-        r = int(r)
-        g = _nearest_accepted(r, centroid, points, ext, stats)
-        if g < 0:
-            continue  # no group q with q ∪ {r} accepted: r stays suppressed
-        group[r] = g
-        ext.add(g, r)
-        total[g] += points[r]
-        count[g] += 1
-        centroid[g] = total[g] / count[g]
-        merged += 1
-    return merged
-
-
-def _nearest_accepted(r: int, centroid: np.ndarray, points: np.ndarray, ext: GroupExtension, stats: dict) -> int:
-    """The group whose centroid is nearest to record ``r`` among the groups q with q ∪ {r}
-    accepted, ties to the lowest group index; -1 if none — the group ``argmin`` picks among all
-    accepted ones, found by judging the groups nearest first in blocks (the core's
-    :func:`~cdpbench.plugin.nearest_accepted`, ``_EXTENSION_BLOCK`` groups first). Distances are
-    :func:`squared_distances`, row by row (the same floats whatever the rows asked)."""
-    return nearest_accepted(ext, r, squared_distances(centroid, points[r]), block=_EXTENSION_BLOCK, stats=stats)

@@ -31,6 +31,9 @@ Every group of a batch is judged in one vectorized pass (``np.bincount`` by grou
 anonymizers the model also offers running per-group statistics (:meth:`JSimilarity.extension`,
 :class:`JSimilarityExtension`) that judge "each group plus one record" and "every prefix of a
 sequence of records" with the very floats :meth:`JSimilarity.accepts` computes.
+
+The beliefs toolkit (normalized beliefs, entropy, the divergence, its running sums and the check
+of the prior) is the core's :mod:`cdpbench.beliefs`, shared with JS-reduce's model.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cdpbench.beliefs import BeliefSums, checked_prior, js_divergence
 from cdpbench.data import GroupBatch, Publication, Release
-from cdpbench.errors import ConfigError, DataError, require
+from cdpbench.errors import DataError, require
 from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel
 
 _TOL = 1e-12  # slack for float comparisons of a divergence with J and of a gain with β
@@ -74,42 +78,6 @@ class JSimilarityParams:
         require(_is_number(self.beta) and self.beta > 0, "beta", "a number > 0", self.beta)
 
 
-# ---------------------------------------------------------------------------- divergence
-def normalized_beliefs(beliefs: np.ndarray) -> np.ndarray:
-    """Rows of ``beliefs`` scaled to sum 1; an all-zero row becomes uniform."""
-    b = np.asarray(beliefs, dtype=float)
-    total = b.sum(axis=1, keepdims=True)
-    if (total > 0).all():
-        return b / total
-    m = b.shape[1]
-    return np.where(total > 0, b / np.where(total > 0, total, 1.0), 1.0 / max(m, 1))
-
-
-def entropy(p: np.ndarray, base: float = 2.0) -> np.ndarray:
-    """Shannon entropy in base ``base`` of each row of ``p`` (rows sum to 1; ``0 log 0 = 0``)."""
-    p = np.asarray(p, dtype=float)
-    if base == 2.0:
-        log = np.log2(p, out=np.zeros_like(p), where=p > 0)
-        return -np.einsum("ij,ij->i", p, log)
-    log = np.log(p, out=np.zeros_like(p), where=p > 0)
-    return -np.einsum("ij,ij->i", p, log) / math.log(base)
-
-
-def js_divergence(prior: np.ndarray, segment: np.ndarray, n_groups: int, base: float = 2.0) -> np.ndarray:
-    """``[n_groups]`` Jensen–Shannon divergence (Eq. 6, equal weights, logarithms in ``base``) of
-    the belief rows of each group: row ``i`` of ``prior`` (scaled to sum 1) belongs to group
-    ``segment[i]``. An empty group, and a group of one respondent, has divergence 0."""
-    segment = np.asarray(segment, dtype=np.int64)
-    p = normalized_beliefs(prior)
-    m = p.shape[1]
-    G = int(n_groups)
-    per = np.maximum(np.bincount(segment, minlength=G), 1).astype(float)
-    flat = (segment[:, None] * m + np.arange(m)).ravel()
-    mean = np.bincount(flat, weights=p.ravel(), minlength=G * m).reshape(G, m) / per[:, None]
-    mean_entropy = np.bincount(segment, weights=entropy(p, base), minlength=G) / per
-    return np.maximum(entropy(mean, base) - mean_entropy, 0.0)
-
-
 # ---------------------------------------------------------------------------- beta-likeness
 def likeness_gain(counts: np.ndarray, table: np.ndarray) -> np.ndarray:
     """``[G]`` the largest relative gain ``(q_s - p_s) / p_s`` over the values with ``q_s > p_s``
@@ -131,17 +99,7 @@ class JSimilarity(PrivacyModel):
     needs_prior = True
 
     def _prior(self, prior: np.ndarray | None, n: int, n_values: int) -> np.ndarray:
-        if prior is None:
-            raise ConfigError(
-                "privacy_model j_similarity needs the defender's (revised) prior beliefs about every record "
-                "(GroupBatch.prior); set knowledge=<name>"
-            )
-        prior = np.asarray(prior, dtype=float)
-        if prior.shape != (n, n_values):
-            raise DataError(f"prior must have shape ({n}, {n_values}) (records x sensitive values); got {prior.shape}")
-        if (prior < 0).any() or not np.isfinite(prior).all():
-            raise DataError("prior beliefs must be finite and non-negative")
-        return prior
+        return checked_prior(prior, n, n_values, model="j_similarity", beliefs="(revised) prior beliefs")
 
     @staticmethod
     def _table(ctx: ModelContext, n_values: int) -> np.ndarray:
@@ -193,15 +151,11 @@ class JSimilarityExtension(GroupExtension):
     JSD = H(mass / |Q|) - entropy_sum / |Q|, Eq. 6 with w_i = 1/|Q|) and the sensitive counts
     (condition (c): q = counts / |Q| against the table distribution P).
 
-    Why the floats are those of :meth:`JSimilarity.accepts`: each normalized row rho_i and its
-    entropy H(rho_i) depend on that row alone (computed once per release here, row by row there),
-    and :func:`js_divergence` sums them per group with ``np.bincount``, i.e. one float addition
-    per record in the group's record order, starting at 0. The sums here are built by the same
-    additions: ``bincount`` over the initial groups and one addition per appended record
-    (:meth:`accepts_plus`, :meth:`add`), or a running ``np.cumsum`` along a sequence restarted at
-    its first record (:meth:`accepts_prefixes`) — never differences of sums. The means, the entropy
-    of the mean (:func:`entropy` on a C-contiguous ``[., m]`` array) and the comparison with
-    J + 1e-12 are then the same operations on the same numbers.
+    Conditions (a) and (b) read the core's running sums (``sums``, a
+    :class:`cdpbench.beliefs.BeliefSums` in base ``log_base``: |Q| + 1, ``mass``,
+    ``entropy_sum``), whose divergences are the floats :func:`js_divergence` computes in
+    :meth:`JSimilarity.accepts` (BeliefSums' docstring says why); the comparison with J + 1e-12 is the
+    same operation on the same numbers.
 
     β-likeness (c) is decided column by column with the float operations of
     :func:`likeness_gain`: q_s = c_s / |Q| (an exact count over the exact size), gain
@@ -228,9 +182,11 @@ class JSimilarityExtension(GroupExtension):
         self.k, self.j, self.base = params.k, params.j, params.log_base
         self.max_gain = params.beta + _TOL  # the bound of likeness_gain's comparison
         self.sensitive = np.asarray(sensitive, dtype=np.int64)  # [n] sensitive code of each record
-        self.rho = normalized_beliefs(np.ascontiguousarray(prior))  # [n, m] rho_i, row by row as in js_divergence
-        self.rho_entropy = entropy(self.rho, self.base)  # [n] H(rho_i)
-        m = self.rho.shape[1]
+        rows = np.asarray(rows, dtype=np.int64)
+        segment = np.asarray(segment, dtype=np.int64)
+        # (b): rho_i, H(rho_i) per record; |Q| + 1, sum_i rho_i, sum_i H(rho_i) per group
+        self.sums = BeliefSums(prior, rows, segment, n_groups, self.base)
+        m = self.sums.rho.shape[1]
         table = np.asarray(table, dtype=float)
         positive = table > 0
         gain_at_one = np.divide(1.0 - table, table, out=np.zeros(m), where=positive)  # likeness_gain's ops at q_s = 1
@@ -240,18 +196,11 @@ class JSimilarityExtension(GroupExtension):
         self.column = np.full(m, -1, dtype=np.int64)  # [m] index of a value among the watched columns, -1
         self.column[self.watched] = np.arange(len(self.watched))
 
-        rows = np.asarray(rows, dtype=np.int64)
-        segment = np.asarray(segment, dtype=np.int64)
         G = int(n_groups)
-        size = np.bincount(segment, minlength=G)  # |Q|
-        flat = (segment[:, None] * m + np.arange(m)).ravel()
-        # (np.bincount of no records gives int zeros, whatever the weights: hence the float dtype)
-        self.mass = np.bincount(flat, weights=self.rho[rows].ravel(), minlength=G * m).reshape(G, m).astype(float)
-        self.entropy_sum = np.bincount(segment, weights=self.rho_entropy[rows], minlength=G).astype(float)
         counts = np.bincount(segment * m + self.sensitive[rows], minlength=G * m).reshape(G, m)
-        self.size_plus = (size + 1).astype(float)  # |Q| + 1 of each group, as float (exact)
+        self.size_plus = self.sums.size_plus  # |Q| + 1 of each group, as float (exact; kept by sums)
         self.per_plus = self.size_plus[:, None]  # a [G, 1] view of it
-        self.large_plus = size + 1 >= self.k  # (a) for each group plus one record
+        self.large_plus = self.size_plus >= self.k  # (a) for each group plus one record
         self.foreign = counts[:, self.foreign_value].sum(axis=1) > 0  # [G] holds a value with p_s = 0
         self.watched_counts = np.ascontiguousarray(counts[:, self.watched])  # [G, w]
         # (c) at |Q| + 1 per watched column: fails with the group's count / with one more record of it
@@ -262,7 +211,6 @@ class JSimilarityExtension(GroupExtension):
         self.n_fails_plus = self.fails_plus.sum(axis=1) + self.foreign
         self._zero_one = np.arange(2, dtype=np.int64)[:, None]  # the group's counts, and one more
         self._sensitive = self.sensitive.tolist()
-        self._rho_entropy = self.rho_entropy.tolist()
         self._column = self.column.tolist()
         self._max_jsd = self.j + _TOL
 
@@ -287,13 +235,7 @@ class JSimilarityExtension(GroupExtension):
         size_plus = self.size_plus[at]
         if self.foreign_value[s]:
             return np.zeros(len(size_plus), dtype=bool)  # (c): an infinite gain in every group
-        mean = self.mass[at] + self.rho[row]
-        mean /= self.per_plus[at]
-        mean_entropy = self.entropy_sum[at] + self._rho_entropy[row]
-        mean_entropy /= size_plus
-        # (b): js_divergence's max(H(mean) - mean entropy, 0) <= J + tol is the same test without
-        # the max, J + tol being positive (a NaN fails both)
-        ok = entropy(mean, self.base) - mean_entropy <= self._max_jsd
+        ok = self.sums.divergence_plus(row, at) <= self._max_jsd  # (b)
         ok &= self.large_plus[at]  # (a)
         c = self._column[s]
         n_fails_plus = self.n_fails_plus[at]
@@ -307,11 +249,9 @@ class JSimilarityExtension(GroupExtension):
     def add(self, g: int, row: int) -> None:
         """Q_g := Q_g ∪ {row} for good."""
         s = self._sensitive[row]
-        size_plus = self.size_plus[g] + 1.0
-        self.size_plus[g] = size_plus
+        self.sums.add(g, row)  # |Q| + 1, mass, entropy sum
+        size_plus = self.size_plus[g]
         self.large_plus[g] = size_plus >= self.k
-        self.mass[g] += self.rho[row]
-        self.entropy_sum[g] += self._rho_entropy[row]
         self.foreign[g] |= bool(self.foreign_value[s])
         c = self._column[s]
         if c >= 0:
@@ -324,28 +264,16 @@ class JSimilarityExtension(GroupExtension):
         """``[B, L]`` bool: Def. 7 for the group of records ``rows[b, :l + 1]``, every prefix of
         every row of ``rows`` at once, in O(B·L·m).
 
-        The sums are running sums along each row of ``rows`` restarted at its first record
-        (``np.cumsum``: one addition per record in record order, the very additions
-        ``np.bincount`` makes in :func:`js_divergence`; the first term gets ``+ 0.0`` as
-        bincount's ``0 + x`` does, which only turns ``-0.0`` — the entropy of a point mass —
-        into ``0.0``); the counts of (c) are running counts of the watched values."""
+        The divergences are :meth:`BeliefSums.divergence_prefixes` (running sums along each row of
+        ``rows`` restarted at its first record, the very additions of :func:`js_divergence`); the
+        counts of (c) are running counts of the watched values."""
         rows = np.asarray(rows, dtype=np.int64)
         B, L = rows.shape
-        m = self.rho.shape[1]
         if B * L == 0:
             return np.zeros((B, L), dtype=bool)
-        terms = self.rho[rows]  # [B, L, m], a fresh copy
-        terms[:, 0] += 0.0
-        mass = np.cumsum(terms, axis=1)
-        h = self.rho_entropy[rows]  # [B, L]
-        h[:, 0] += 0.0
-        entropy_sum = np.cumsum(h, axis=1)
+        jsd = self.sums.divergence_prefixes(rows)
         size = np.arange(1, L + 1, dtype=np.int64)  # |Q| of each prefix
         per = size.astype(float)
-        mean = mass / per[None, :, None]
-        mean_entropy = entropy_sum / per[None, :]
-        h_mean = entropy(np.ascontiguousarray(mean.reshape(B * L, m)), self.base).reshape(B, L)
-        jsd = np.maximum(h_mean - mean_entropy, 0.0)
         ok = (size >= self.k)[None, :] & (jsd <= self.j + _TOL)  # (a), (b)
         values = self.sensitive[rows]  # [B, L]
         ok &= np.cumsum(self.foreign_value[values], axis=1) == 0  # (c): no value with p_s = 0

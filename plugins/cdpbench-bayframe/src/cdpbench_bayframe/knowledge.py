@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from cdpbench.data import PublicView, Release
+from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import DataError, require
 from cdpbench.plugin import Knowledge, plugin_ref
 
@@ -241,10 +241,8 @@ class BayFrameKnowledge(Knowledge):
         if posterior is None:  # the group's value frequencies, found through the view's candidates
             counts = view.group_counts().astype(float)
             freq = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
-            order = np.argsort(view.respondent, kind="stable")
-            pos = np.minimum(np.searchsorted(view.respondent[order], respondent), max(len(order) - 1, 0))
-            found = view.respondent[order][pos] == respondent if len(order) else np.zeros(len(respondent), bool)
-            posterior = np.where(found[:, None], freq[view.group[order][pos]], 1.0 / m)
+            rows, found = rows_of(view.respondent, respondent, match_negative=True)  # (ids < 0 skipped below)
+            posterior = np.where(found[:, None], freq[view.group[rows]], 1.0 / m)
         posterior = np.asarray(posterior, dtype=float)
         if posterior.shape != (len(respondent), m):
             raise ValueError(f"posterior must have shape {(len(respondent), m)}; got {posterior.shape}")

@@ -19,6 +19,9 @@ the new classes, but specializing ``w`` also removes records from ``G2`` of grou
 classes that were comparable through the same ``qid1``, which raises their crack. The exact
 recomputation makes every accepted step satisfy FA, CA, BA >= k by construction.
 
+k is ``anonymizer.k`` when given, else (null, the default) the run's privacy model's k
+(``bcf_anonymity``'s in the presets), read from ``PublishContext.privacy_model`` at each publish.
+
 Corollary 5.1: a BCF-anonymous ``R_n`` exists iff the most general one is; for two releases that
 is ``|D_2| >= k`` (BA of the all-ANY table = |D_2|; FA = CA = the smallest class of R1). With an
 empty ``D_2`` no T2 target exists and, by default, only FA = CA >= k binds; with ``phantom=true``
@@ -36,21 +39,21 @@ from cdpbench.plugin import Anonymizer, PublishContext
 
 from .classes import Classes
 from .history import ReleaseChain
-from .params import BCFParams
+from .params import BCFAnonymizerParams, anonymizer_k
 from .specialization import CutState, Split
 
 
 class BCFAnonymizer(Anonymizer):
     """BCF-anonymizer (Fung et al. EDBT 2008, Algorithm 1): top-down specialization keeping FA, CA, BA >= k against every earlier release."""
 
-    Params = BCFParams
+    Params = BCFAnonymizerParams
 
     def __init__(self, params=None):
         super().__init__(params)
         self.chain = ReleaseChain(phantom=self.params.phantom)
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        k = self.params.k
+        k = anonymizer_k(self.params.k, ctx)  # null: the run's privacy model's k
         for pub in ctx.history.publications[len(self.chain.classes) :]:
             self.chain.add(Classes.from_publication(pub))
         state = CutState(release)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from cdpbench.data import PublicView, Release
+from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
 
@@ -64,12 +64,10 @@ class Snapshot(Attacker):
         m = view.schema.sensitive.size
         prior = self.population_prior(population)
         respondent = np.asarray(view.respondent, dtype=np.int64)
-        # row of each candidate respondent in the population (-1: not there, e.g. a counterfeit)
-        order = np.argsort(population.respondent, kind="stable")
-        ids = population.respondent[order]
-        pos = np.minimum(np.searchsorted(ids, respondent), max(len(ids) - 1, 0))
-        found = (pos < len(ids)) & (ids[pos] == respondent) if len(ids) else np.zeros(len(respondent), bool)
+        # row of each candidate respondent in the population (not there: e.g. a counterfeit, -1;
+        # match_negative: an id < 0 is looked up like any other, as this attack always did)
+        rows, found = rows_of(population.respondent, respondent, match_negative=True)
         weights = np.full((len(respondent), m), 1.0 / m)
-        weights[found] = prior[order[pos[found]]]
+        weights[found] = prior[rows[found]]
         posterior = self.estimator.posterior(weights, view.sensitive, view.group, view.n_groups, m)
         return AttackResult(respondent=respondent.copy(), posterior=np.asarray(posterior, dtype=float))

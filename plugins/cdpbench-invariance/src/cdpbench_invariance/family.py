@@ -24,6 +24,10 @@ Per release r (slicedBucket Algorithm 1; Xiao & Tao's m-invariance for the steps
 6. **Split** (Algorithm 7) into buckets of one tuple per signature value; **publication** with
    each bucket's cells generalized (Algorithm 8) and its tuples shuffled.
 
+m is the anonymizer's ``m`` when given, else (``m: null``, the default) the run's privacy model's m,
+read from ``PublishContext.privacy_model`` at each publish (:func:`model_threshold`): the threshold
+lives in the model, and an explicit ``anonymizer.m`` still wins.
+
 Ties: values of equal count are taken in the order of their lowest respondent id (the paper's
 example takes p1, p2, ... in that order: Tables 1c and 6); candidates at equal distance in table
 order. The module keeps its state (signatures, Del, Upd, Cach) on the instance.
@@ -54,13 +58,47 @@ from .phases import (
 )
 
 
+#: the help of the anonymizers' ``m``
+M_HELP = "distinct sensitive values per bucket (m-uniqueness; >= 2); null = the run's privacy model's m"
+
+
+def is_threshold(value: object, least: int) -> bool:
+    """``value`` is an integer (not a bool) >= ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def check_threshold(value: object, name: str, least: int) -> None:
+    """A threshold parameter's check: null (the privacy model's) or an integer >= ``least``."""
+    if value is not None:
+        require(is_threshold(value, least), name, f"an integer >= {least}, or null for the privacy model's {name}", value)
+
+
+def model_threshold(ctx: PublishContext, own: int | None, key: str, least: int, param: str | None = None) -> tuple[int, str]:
+    """The threshold an anonymizer works with, and where it comes from: its own parameter
+    ``anonymizer.<key>`` when given (an explicit value wins: an anonymizer may be run against
+    another model on purpose), else the run's privacy model's ``<param>`` (default ``key``).
+    A one-line :class:`ConfigError` naming ``anonymizer.<key>`` when neither exists."""
+    param = param or key
+    if own is not None:
+        return own, f"anonymizer.{key}"
+    model = ctx.privacy_model
+    value = getattr(getattr(model, "params", None), param, None)
+    if value is None:
+        which = "the run has no privacy model" if model is None else (
+            f"privacy model {getattr(model, 'plugin_name', type(model).__name__)!r} has no {param}")
+        raise ConfigError(f"anonymizer.{key} is null (the privacy model's {param}) but {which}: "
+                          f"set anonymizer.{key} to an integer >= {least}")
+    require(is_threshold(value, least), f"privacy_model.{param} (anonymizer.{key} is null)", f"an integer >= {least}", value)
+    return value, f"privacy_model.{param}"
+
+
 @dataclass
 class InvarianceParams:
-    m: int = field(default=2, metadata={"help": "distinct sensitive values per bucket (m-uniqueness; >= 2)"})
+    m: int | None = field(default=None, metadata={"help": M_HELP})
     shuffle: bool = field(default=True, metadata={"help": "shuffle the tuples inside each bucket before publishing"})
 
     def __post_init__(self) -> None:
-        require(isinstance(self.m, int) and not isinstance(self.m, bool) and self.m >= 2, "m", "an integer >= 2", self.m)
+        check_threshold(self.m, "m", 2)
         require(isinstance(self.shuffle, bool), "shuffle", "true or false", self.shuffle)
 
 
@@ -83,12 +121,16 @@ class InvariantAnonymizer(Anonymizer):
         self.cache: list[CacheEntry] = []
         self.present: set[int] = set()  # respondents of the previous release's table
 
+    def threshold(self, ctx: PublishContext) -> tuple[int, str]:
+        """m for this release and where it comes from: ``anonymizer.m``, or when it is null the
+        run's privacy model's m (see :func:`model_threshold`)."""
+        return model_threshold(ctx, self.params.m, "m", 2)
+
     # ------------------------------------------------------------------ the release loop
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        m, pol = self.params.m, self.policy
+        (m, name), pol = self.threshold(ctx), self.policy
         n_values = release.n_values
         if m > n_values:
-            name = "anonymizer.l" if hasattr(self.params, "l") else "anonymizer.m"
             raise ConfigError(f"{name} must be at most the {n_values} sensitive values of the data set (got {m})")
         t = release.t
         n = len(release)
@@ -161,7 +203,7 @@ class InvariantAnonymizer(Anonymizer):
                     self.cache.append(CacheEntry(int(resp[rows[0]]), v, True))
             new = [i for i in new if i not in moved]
 
-        state = _Release(self, release, pts, value, resp, row_of, new)
+        state = _Release(self, release, pts, value, resp, row_of, new, m)
         buckets: list[tuple[int, list[int]]] = []
         for sig in sorted(fixed, key=lambda s: min(int(resp[i]) for i in fixed[s])):
             buckets.extend(state.balance(sig, fixed[sig]))
@@ -200,9 +242,9 @@ class _Release:
     """One release's working state: per value the new tuples not yet placed (table order), the
     Cach entries used, and the rows placed in a bucket."""
 
-    def __init__(self, anon: InvariantAnonymizer, release: Release, pts, value, resp, row_of, new):
+    def __init__(self, anon: InvariantAnonymizer, release: Release, pts, value, resp, row_of, new, m: int):
         self.anon, self.pts, self.value, self.resp, self.row_of = anon, pts, value, resp, row_of
-        self.m = anon.params.m
+        self.m = m  # resolved by the anonymizer's publish: its own m, else the privacy model's
         self.n_values = release.n_values
         self.free = np.zeros(len(value), dtype=bool)  # rows in the pool of new tuples, not yet placed
         self.free[np.asarray(new, dtype=np.int64)] = True

@@ -34,7 +34,7 @@ from cdpbench.data import Publication, Release
 from cdpbench.errors import require
 from cdpbench.plugin import PublishContext
 
-from .family import InvariantAnonymizer
+from .family import M_HELP, InvariantAnonymizer, check_threshold
 from .phases import Policy
 
 
@@ -54,7 +54,7 @@ def affinity(a: np.ndarray, b: np.ndarray) -> float:
 
 @dataclass
 class SlicedBucketParams:
-    m: int = field(default=2, metadata={"help": "distinct sensitive values per bucket (m-uniqueness; >= 2)"})
+    m: int | None = field(default=None, metadata={"help": M_HELP})
     cache_reserve: int = field(
         default=0,
         metadata={"help": "Cach tuples kept per value when Cach makes the new tuples m-eligible (>= 0; spec §3.5 item 5)"},
@@ -72,7 +72,7 @@ class SlicedBucketParams:
     shuffle: bool = field(default=True, metadata={"help": "shuffle the tuples inside each bucket before publishing"})
 
     def __post_init__(self) -> None:
-        require(isinstance(self.m, int) and not isinstance(self.m, bool) and self.m >= 2, "m", "an integer >= 2", self.m)
+        check_threshold(self.m, "m", 2)
         require(
             isinstance(self.cache_reserve, int) and not isinstance(self.cache_reserve, bool) and self.cache_reserve >= 0,
             "cache_reserve",

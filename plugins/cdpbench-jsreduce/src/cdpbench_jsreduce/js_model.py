@@ -24,6 +24,9 @@ disjoint point masses), so j = 1 does not switch the condition off.
 Each belief row is normalized to sum 1 before the divergence is computed (revised beliefs may be
 raw, not normalized: §5.3 and Table 4b); a row with no mass at all (knowledge that rules out every
 value) is taken as the uniform distribution. ``0 · log 0 = 0``.
+
+The beliefs toolkit (normalized beliefs, entropy, the divergence in bits, its running sums and the
+check of the prior) is the core's :mod:`cdpbench.beliefs`, shared with BayFrame's J-similarity.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from cdpbench.beliefs import BeliefSums, checked_prior, js_divergence
 from cdpbench.data import GroupBatch, Publication, Release
-from cdpbench.errors import ConfigError, DataError, require
+from cdpbench.errors import require
 from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel, plugin_ref
 
 _TOL = 1e-12  # slack for float comparisons of a divergence with j
@@ -57,38 +61,6 @@ class JSReduceParams:
         # closeness: a plugin reference, validated and built by the core (not seen here)
 
 
-def normalized_beliefs(beliefs: np.ndarray) -> np.ndarray:
-    """Rows of ``beliefs`` scaled to sum 1; an all-zero row becomes uniform."""
-    b = np.asarray(beliefs, dtype=float)
-    total = b.sum(axis=1, keepdims=True)
-    if (total > 0).all():
-        return b / total
-    m = b.shape[1]
-    return np.where(total > 0, b / np.where(total > 0, total, 1.0), 1.0 / max(m, 1))
-
-
-def entropy_bits(p: np.ndarray) -> np.ndarray:
-    """Shannon entropy in bits of each row of ``p`` (rows sum to 1; ``0 log 0 = 0``)."""
-    log = np.log2(p, out=np.zeros_like(p), where=p > 0)
-    return -np.einsum("ij,ij->i", p, log)
-
-
-def js_divergence(beliefs: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
-    """``[n_groups]`` Jensen–Shannon divergence (bits, equal weights; JS-reduce §6.2) of the belief
-    rows of each group: row ``i`` (normalized to sum 1) belongs to group ``segment[i]``. An empty
-    group has divergence 0."""
-    segment = np.asarray(segment, dtype=np.int64)
-    p = normalized_beliefs(beliefs)
-    n, m = p.shape
-    G = int(n_groups)
-    sizes = np.bincount(segment, minlength=G).astype(float)
-    per = np.maximum(sizes, 1.0)
-    flat = (segment[:, None] * m + np.arange(m)).ravel()
-    mean = np.bincount(flat, weights=p.ravel(), minlength=G * m).reshape(G, m) / per[:, None]
-    mean_entropy = np.bincount(segment, weights=entropy_bits(p), minlength=G) / per
-    return np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
-
-
 class JSReduceModel(PrivacyModel):
     """JS-reduce (TDSC 2012): |Q| >= k, t-closeness <= t, JS divergence of the group's beliefs <= j."""
 
@@ -109,17 +81,7 @@ class JSReduceModel(PrivacyModel):
 
     @staticmethod
     def _checked_prior(prior: np.ndarray | None, n: int, n_values: int) -> np.ndarray:
-        if prior is None:
-            raise ConfigError(
-                "privacy_model js_reduce needs the defender's beliefs about every record (GroupBatch.prior); "
-                "set knowledge=<name> (e.g. knowledge=dk)"
-            )
-        prior = np.asarray(prior, dtype=float)
-        if prior.shape != (n, n_values):
-            raise DataError(f"prior must have shape ({n}, {n_values}) (records x sensitive values); got {prior.shape}")
-        if (prior < 0).any() or not np.isfinite(prior).all():
-            raise DataError("prior beliefs must be finite and non-negative")
-        return prior
+        return checked_prior(prior, n, n_values, model="js_reduce", example="dk")
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         js = self._divergence(batch.prior, batch.segment, batch.n_groups, batch.n_values)
@@ -156,27 +118,21 @@ class JSReduceModel(PrivacyModel):
 class JSExtension(GroupExtension):
     """Running per-group statistics of the JS-reduce model (see :meth:`JSReduceModel.extension`).
 
-    :func:`js_divergence` sums a group's normalized belief rows and their entropies with
-    ``np.bincount``, i.e. one float addition per record in the group's record order, starting at
-    0. The sums here are built the same way (``bincount`` over the initial groups, then one
-    addition per appended record), and each normalized row and its entropy depend on that row
-    alone, so ``accepts_plus`` computes the very same floats as ``accepts`` on the grown groups.
+    The group sizes, the sums of the normalized belief rows and of their entropies are the core's
+    running sums (``sums``, a :class:`cdpbench.beliefs.BeliefSums` in bits): :func:`js_divergence`
+    sums a group's normalized belief rows and their entropies with ``np.bincount``, i.e. one float
+    addition per record in the group's record order, starting at 0; the running sums are built the
+    same way (``bincount`` over the initial groups, then one addition per appended record), and
+    each normalized row and its entropy depend on that row alone, so ``accepts_plus`` computes the
+    very same floats as ``accepts`` on the grown groups. The t-closeness condition is the
+    ``closeness`` model's own extension.
     """
 
     def __init__(self, params: JSReduceParams, prior: np.ndarray, closeness: GroupExtension, rows: np.ndarray, segment: np.ndarray, n_groups: int):
         self.k, self.j = params.k, params.j
         self.closeness = closeness
-        self.p = normalized_beliefs(np.ascontiguousarray(prior))  # [n, m], row by row as in js_divergence
-        self.h = entropy_bits(self.p)  # [n]
-        rows = np.asarray(rows, dtype=np.int64)
-        segment = np.asarray(segment, dtype=np.int64)
-        G, m = int(n_groups), self.p.shape[1]
-        self.size = np.bincount(segment, minlength=G).astype(np.int64)
-        flat = (segment[:, None] * m + np.arange(m)).ravel()
-        self.mass = np.bincount(flat, weights=self.p[rows].ravel(), minlength=G * m).reshape(G, m)
-        self.entropy = np.bincount(segment, weights=self.h[rows], minlength=G)
-        self.per_plus = (self.size + 1).astype(float)  # the size of each group with one more record
-        self.large_plus = self.size + 1 >= self.k
+        self.sums = BeliefSums(prior, rows, segment, n_groups)  # bits
+        self.large_plus = self.sums.size_plus >= self.k  # |Q| + 1 >= k
 
     def accepts_plus(self, row: int) -> np.ndarray:
         return self._plus(row, slice(None), self.closeness.accepts_plus(row))
@@ -189,47 +145,29 @@ class JSExtension(GroupExtension):
         return self._plus(row, groups, self.closeness.accepts_plus_among(row, groups))
 
     def _plus(self, row: int, at, closeness: np.ndarray) -> np.ndarray:
-        per = self.per_plus[at]  # size + 1, as float
-        mean = (self.mass[at] + self.p[row]) / per[:, None]
-        mean_entropy = (self.entropy[at] + self.h[row]) / per
-        js = np.maximum(entropy_bits(mean) - mean_entropy, 0.0)
+        js = self.sums.divergence_plus(row, at)
         ok = self.large_plus[at] & np.asarray(closeness, dtype=bool)
         return ok & (js <= self.j + _TOL)
 
     def add(self, g: int, row: int) -> None:
-        self.size[g] += 1
-        self.per_plus[g] = float(self.size[g] + 1)
-        self.large_plus[g] = self.size[g] + 1 >= self.k
-        self.mass[g] += self.p[row]
-        self.entropy[g] += self.h[row]
+        self.sums.add(g, row)
+        self.large_plus[g] = self.sums.size_plus[g] >= self.k
         self.closeness.add(g, row)
 
     def accepts_prefixes(self, rows: np.ndarray) -> np.ndarray | None:
         """``accepts`` on every prefix ``rows[b, :l + 1]`` of every row of ``rows`` (``[B, L]``).
 
-        The sums of normalized belief rows and of their entropies are running sums along each row
-        of ``rows`` restarted at its first record (``np.cumsum``: one addition per record in record
-        order, i.e. the very additions ``np.bincount`` makes in :func:`js_divergence`; the first
-        term gets ``+ 0.0`` as bincount's ``0 + x`` does, which only turns ``-0.0`` into ``0.0``),
-        never differences of sums, so every float is the one ``accepts`` computes."""
+        The divergences are :meth:`BeliefSums.divergence_prefixes`: running sums along each row of
+        ``rows`` restarted at its first record (``np.cumsum``: the very additions ``np.bincount``
+        makes in :func:`js_divergence`), never differences of sums, so every float is the one
+        ``accepts`` computes."""
         closeness = self.closeness.accepts_prefixes(rows)
         if closeness is None:
             return None
         rows = np.asarray(rows, dtype=np.int64)
         B, L = rows.shape
-        m = self.p.shape[1]
         if B * L == 0:
             return np.zeros((B, L), dtype=bool)
-        terms = self.p[rows]  # [B, L, m], a fresh copy
-        terms[:, 0] += 0.0
-        mass = np.cumsum(terms, axis=1)
-        h = self.h[rows]  # [B, L]
-        h[:, 0] += 0.0
-        entropy = np.cumsum(h, axis=1)
-        per = np.arange(1, L + 1, dtype=np.int64).astype(float)  # the group sizes, as bincount(...).astype(float)
-        mean = mass / per[None, :, None]
-        mean_entropy = entropy / per[None, :]
-        h_mean = entropy_bits(np.ascontiguousarray(mean.reshape(B * L, m))).reshape(B, L)
-        js = np.maximum(h_mean - mean_entropy, 0.0)
+        js = self.sums.divergence_prefixes(rows)
         ok = (np.arange(1, L + 1) >= self.k)[None, :] & np.asarray(closeness, dtype=bool)
         return ok & (js <= self.j + _TOL)

@@ -35,7 +35,8 @@ The scan does not ask the model about one record at a time. From a start positio
 ``accepts`` call, about all prefixes of the remaining order with sizes ``lo..hi`` (a window that
 starts at ``1..window`` and doubles while no prefix is accepted), and takes the smallest accepted
 size — exactly the group the record-by-record loop would close, with about one call per group.
-Large windows are split so that one call never holds more than ``_BATCH_RECORDS`` records.
+Large windows are split so that one call never holds more than ``cdpbench.greedy.BATCH_RECORDS``
+records (the scan and the merge are the core's :mod:`cdpbench.greedy`, shared with BKAA).
 When the privacy model offers prefix judgments (``GroupExtension.accepts_prefixes``: running
 sums along the order restarted at each start, the same floats as ``accepts``), the scan and the
 search past a stuck start ask those instead, judging every prefix of many starts in one step.
@@ -44,21 +45,29 @@ search past a stuck start ask those instead, judging every prefix of many starts
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from hilbertcurve.hilbertcurve import HilbertCurve
 
 from cdpbench.data import Publication, Release
 from cdpbench.errors import require
-from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext, nearest_accepted
+from cdpbench.greedy import (
+    ExtensionStart,
+    GroupDistance,
+    GroupPredicate,
+    PrefixJudge,
+    extension_over,
+    merge_leftovers,
+    merge_leftovers_extension,
+    prefix_judge,
+    smallest_accepted_prefix,
+    smallest_accepted_prefix_running,
+)
+from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext
 
-# accepts(rows, segment, n_groups) -> bool[n_groups]: record rows[i] is in candidate group segment[i]
-GroupPredicate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
-# start(rows, segment, n_groups) -> GroupExtension | None (PublishContext.extension)
-ExtensionStart = Callable[[np.ndarray, np.ndarray, int], "GroupExtension | None"]
-
-_BATCH_RECORDS = 1 << 18  # most records in one accepts call of the windowed scan
+# most sizes in one prefix judgment (a [hi, m] running sum); past it, accepts (BKAA's is 2^22; see
+# cdpbench.greedy.smallest_accepted_prefix_running)
+_PREFIX_RECORDS = 1 << 18
 
 
 @dataclass
@@ -194,14 +203,16 @@ def greedy_partition(
     stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0, "set_aside": 0}
     members: list[np.ndarray] = []  # the rows of each group, in order of creation
     aside: list[int] = []  # start records set aside (max_group > 0)
-    prefixes = _prefix_judge(extension)
+    prefixes = prefix_judge(extension)
     start = 0
     while start < n:
         if max_group > 0:
             if prefixes is not None:
-                size = _smallest_accepted_prefix_running(order[: min(n, start + max_group)], start, prefixes, accepts, window, stats)
+                size = smallest_accepted_prefix_running(
+                    order[: min(n, start + max_group)], start, prefixes, accepts, window, stats, cap=_PREFIX_RECORDS
+                )
             else:
-                size = _smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
+                size = smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
             if size == 0 and start + max_group < n:
                 # stuck: judge the next starts in blocks, every prefix up to max_group in one call
                 if prefixes is not None:
@@ -213,9 +224,9 @@ def greedy_partition(
                 if size == 0:
                     continue
         elif prefixes is not None:
-            size = _smallest_accepted_prefix_running(order, start, prefixes, accepts, window, stats)
+            size = smallest_accepted_prefix_running(order, start, prefixes, accepts, window, stats, cap=_PREFIX_RECORDS)
         else:
-            size = _smallest_accepted_prefix(order, start, accepts, window, stats)
+            size = smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
             break
         group[order[start : start + size]] = len(members)
@@ -226,33 +237,19 @@ def greedy_partition(
     left = np.concatenate([np.asarray(aside, dtype=np.int64), order[start:]])
     stats["leftovers"] = len(left)
     if leftovers == "merge" and members and len(left):
-        ext = None
-        if extension is not None:
-            ext = extension(np.concatenate(members), np.repeat(np.arange(len(members), dtype=np.int64), [len(m) for m in members]), len(members))
+        ext = None if extension is None else extension_over(extension, members)
+        distance = _distance_along_order(order, members)
         if ext is not None:
-            stats["merged"] = _merge_leftovers_extension(order, left, members, group, ext, stats)
+            # many groups (a large release): judge them nearest first, in blocks, where the extension
+            # can judge a few groups alone; few groups: one judgment of all is cheaper than several
+            blocks = len(members) > _NEAREST_FIRST_FROM and type(ext).accepts_plus_among is not GroupExtension.accepts_plus_among
+            stats["merged"] = merge_leftovers_extension(
+                left, group, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
+            )
         else:
-            stats["merged"] = _merge_leftovers(order, left, members, group, accepts, stats)
+            stats["merged"] = merge_leftovers(left, members, group, accepts, distance, stats, later_on_ties=True)
     stats["suppressed"] = int((group < 0).sum())
     return group, stats
-
-
-def _smallest_accepted_prefix(order: np.ndarray, start: int, accepts: GroupPredicate, window: int, stats: dict) -> int:
-    """Smallest size L such that the model accepts ``order[start : start + L]``; 0 if none."""
-    remaining = len(order) - start
-    lo, hi = 1, min(window, remaining)
-    while lo <= remaining:
-        hi = min(hi, _largest_fitting(lo, hi))
-        sizes = np.arange(lo, hi + 1, dtype=np.int64)
-        segment = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-        first = np.repeat(np.cumsum(sizes) - sizes, sizes)
-        rows = order[start + np.arange(len(segment), dtype=np.int64) - first]
-        stats["accepts_calls"] += 1
-        ok = np.asarray(accepts(rows, segment, len(sizes)), dtype=bool)
-        if ok.any():
-            return int(sizes[np.argmax(ok)])
-        lo, hi = hi + 1, min(2 * hi, remaining)
-    return 0
 
 
 def _first_unstuck_start(
@@ -283,46 +280,7 @@ def _first_unstuck_start(
     return start, 0
 
 
-# accepts_prefixes(rows [B, L]) -> bool [B, L]: is the group rows[b, :l + 1] accepted
-PrefixJudge = Callable[[np.ndarray], np.ndarray]
-
 _RUNNING_BLOCK = 512  # most starts judged in one call of _first_unstuck_start_running
-
-
-def _prefix_judge(extension: ExtensionStart | None) -> PrefixJudge | None:
-    """The privacy model's running-sum judgment of all prefixes of many starts at once
-    (:meth:`~cdpbench.plugin.GroupExtension.accepts_prefixes` of an extension over no groups), or
-    ``None`` when the model offers none (the scan then asks ``accepts``)."""
-    if extension is None:
-        return None
-    empty = np.zeros(0, dtype=np.int64)
-    ext = extension(empty, empty, 0)
-    if ext is None or ext.accepts_prefixes(np.zeros((0, 1), dtype=np.int64)) is None:
-        return None
-    return ext.accepts_prefixes
-
-
-def _smallest_accepted_prefix_running(
-    order: np.ndarray, start: int, prefixes: PrefixJudge, accepts: GroupPredicate, window: int, stats: dict
-) -> int:
-    """:func:`_smallest_accepted_prefix` through the model's prefix judgment: all sizes ``1..hi``
-    of the start in one call (``hi`` starts at ``max(window, 32)`` and doubles while none is
-    accepted). The smallest accepted size does not depend on how the sizes are batched. Past
-    ``_BATCH_RECORDS`` sizes (a ``[hi, m]`` running sum would grow with the release) the search is
-    handed to the batched ``accepts`` path, which gives the same answer."""
-    remaining = len(order) - start
-    hi = min(max(window, 32), remaining)
-    while hi >= 1:
-        if hi > _BATCH_RECORDS:
-            return _smallest_accepted_prefix(order, start, accepts, window, stats)
-        stats["accepts_calls"] += 1
-        ok = np.asarray(prefixes(order[start : start + hi][None, :]), dtype=bool)[0]
-        if ok.any():
-            return int(np.argmax(ok)) + 1
-        if hi == remaining:
-            break
-        hi = min(2 * hi, remaining)
-    return 0
 
 
 def _first_unstuck_start_running(
@@ -347,86 +305,22 @@ def _first_unstuck_start_running(
     return start, 0
 
 
-def _largest_fitting(lo: int, hi: int) -> int:
-    """Largest ``h`` in ``[lo, hi]`` with ``lo + ... + h <= _BATCH_RECORDS`` (at least ``lo``)."""
-    if (hi * (hi + 1) - (lo - 1) * lo) // 2 <= _BATCH_RECORDS:
-        return hi
-    h = int((np.sqrt(0.25 + 2 * _BATCH_RECORDS + (lo - 1) * lo) - 0.5))
-    while h > lo and (h * (h + 1) - (lo - 1) * lo) // 2 > _BATCH_RECORDS:
-        h -= 1
-    return max(h, lo)
-
-
-def _merge_leftovers(
-    order: np.ndarray, left: np.ndarray, members: list[np.ndarray], group: np.ndarray, accepts: GroupPredicate, stats: dict
-) -> int:
-    """Place each leftover row of ``left`` (in order) into the nearest group along the Hilbert
-    order that the model accepts with it (distance from the leftover's position to the group's
-    span of positions; ties: the later group). Groups are asked in blocks, nearest first (16
-    groups, then 32, 64, ...), one ``accepts`` call per block. Returns how many were placed."""
+def _distance_along_order(order: np.ndarray, members: list[np.ndarray]) -> GroupDistance:
+    """The merge's distance from a leftover to each group (``leftovers="merge"``, not in the
+    paper): from the leftover's position in the Hilbert order to the span of positions of the
+    group's own members (0 inside it; merged leftovers do not widen it); the merge breaks ties
+    towards the later group (``later_on_ties``). A leftover at the end of the order thus tries the
+    latest group first, then earlier ones."""
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order), dtype=np.int64)
     first = np.array([position[m[0]] for m in members], dtype=np.int64)
     last = np.array([position[m[-1]] for m in members], dtype=np.int64)
-    placed: list[list[int]] = [[] for _ in members]  # leftovers already merged into each group
-    n_groups, merged = len(members), 0
-    for r in left:
-        q = position[r]
-        distance = np.maximum(np.maximum(first - q, q - last), 0)
-        nearest = np.lexsort((-np.arange(n_groups), distance))  # nearest first, later group on ties
-        lo, block = 0, 16
-        while lo < n_groups:
-            gs = nearest[lo : lo + block]
-            parts = [np.concatenate([members[g], np.asarray(placed[g], dtype=np.int64), [r]]) for g in gs]
-            rows = np.concatenate(parts)
-            segment = np.repeat(np.arange(len(gs), dtype=np.int64), [len(p) for p in parts])
-            stats["accepts_calls"] += 1
-            ok = np.asarray(accepts(rows, segment, len(gs)), dtype=bool)
-            if ok.any():
-                g = int(gs[np.argmax(ok)])  # the nearest accepting group of the block
-                group[r] = g
-                placed[g].append(int(r))
-                merged += 1
-                break
-            lo, block = lo + block, 2 * block
-    return merged
 
-
-def _merge_leftovers_extension(
-    order: np.ndarray, left: np.ndarray, members: list[np.ndarray], group: np.ndarray, ext: GroupExtension, stats: dict
-) -> int:
-    """:func:`_merge_leftovers` with the privacy model's running per-group statistics: each
-    leftover is judged against every group in one step (``ext.accepts_plus``), and the chosen
-    group is the first accepting one in the order the block search asks them (nearest first,
-    the later group on ties) — the same placement. Each judgment counts as one accepts call."""
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order), dtype=np.int64)
-    first = np.array([position[m[0]] for m in members], dtype=np.int64)
-    last = np.array([position[m[-1]] for m in members], dtype=np.int64)
-    merged = 0
-    # Many groups (a large release): judge them nearest first, in blocks, where the extension can
-    # judge a few groups alone; few groups: one judgment of all is cheaper than several small ones.
-    blocks = len(members) > _NEAREST_FIRST_FROM and type(ext).accepts_plus_among is not GroupExtension.accepts_plus_among
-    for r in left:
-        r = int(r)
+    def distance(r: int) -> np.ndarray:
         q = position[r]
-        if blocks:
-            distance = np.maximum(np.maximum(first - q, q - last), 0)
-            g = nearest_accepted(ext, r, distance, block=_NEAREST_BLOCK, later_on_ties=True, stats=stats)
-            if g < 0:
-                continue
-        else:
-            stats["accepts_calls"] += 1
-            ok = np.asarray(ext.accepts_plus(r), dtype=bool)
-            candidates = np.flatnonzero(ok)
-            if len(candidates) == 0:
-                continue
-            distance = np.maximum(np.maximum(first[candidates] - q, q - last[candidates]), 0)
-            g = int(candidates[np.flatnonzero(distance == distance.min())[-1]])  # nearest, later on ties
-        group[r] = g
-        ext.add(g, r)
-        merged += 1
-    return merged
+        return np.maximum(np.maximum(first - q, q - last), 0)
+
+    return distance
 
 
 _NEAREST_FIRST_FROM = 2048  # groups above which the merge judges nearest first (measured: bkseq's few hundred groups are faster all at once)

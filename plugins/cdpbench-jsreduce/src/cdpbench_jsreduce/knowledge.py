@@ -94,7 +94,7 @@ from typing import Any
 
 import numpy as np
 
-from cdpbench.data import PublicView, Release
+from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import DataError, require
 from cdpbench.plugin import Knowledge
 
@@ -567,14 +567,11 @@ def frequency_beliefs(view: PublicView, respondent: np.ndarray) -> np.ndarray:
     freq = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)
     out = np.zeros((len(respondent), m))
     real = np.flatnonzero(respondent >= 0)
-    listed = np.asarray(view.respondent, dtype=np.int64)
-    order = np.argsort(listed, kind="stable")
-    pos = np.minimum(np.searchsorted(listed[order], respondent[real]), max(len(listed) - 1, 0))
-    found = (listed[order][pos] == respondent[real]) if len(listed) else np.zeros(len(real), bool)
+    rows, found = rows_of(view.respondent, respondent[real])
     if not found.all():
         missing = respondent[real][~found][:5].tolist()
         raise DataError(f"respondent(s) {missing} are not among the view's candidate respondents")
-    out[real] = freq[view.group[order[pos]]]
+    out[real] = freq[view.group[rows]]
     return out
 
 

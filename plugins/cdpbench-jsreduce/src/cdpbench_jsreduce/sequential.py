@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from cdpbench.data import PublicView, Release
+from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, plugin_ref
 
@@ -109,7 +109,7 @@ class SequentialAttacker(Attacker):
         m = view.schema.sensitive.size
         respondent = np.asarray(view.respondent, dtype=np.int64)
         population = ctx.population
-        rows, found = _rows_in(population.respondent, respondent)
+        rows, found = rows_of(population.respondent, respondent)
         # what the adversary knows of the view's respondents: ids and exact QIs, no sensitive values
         # (but for the oracle 'ie' adversary, which mines the original views)
         oracle = self.params.knowledge == "ie"
@@ -128,14 +128,3 @@ class SequentialAttacker(Attacker):
             revised = np.where(found, respondent, -1)  # counterfeits / unknown ids are not revised
             self.knowledge.revise(view, posterior, revised)
         return AttackResult(respondent=respondent.copy(), posterior=posterior)
-
-
-def _rows_in(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of each ``wanted`` id in ``ids`` and whether it is there (ids < 0 never are)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    if len(ids) == 0:
-        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
-    pos = np.minimum(np.searchsorted(ids[order], wanted), len(ids) - 1)
-    found = (ids[order][pos] == wanted) & (wanted >= 0)
-    return order[pos], found

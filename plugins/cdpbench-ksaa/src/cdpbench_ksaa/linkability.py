@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdpbench.data import PublicView
+from cdpbench.data import PublicView, rows_of
 
 from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune, segments
 
@@ -41,13 +41,10 @@ class Candidates:
 
 def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
     """Group of each respondent in ``view`` (-1 where it is not published)."""
-    ids = np.asarray(view.respondent, np.int64)
-    order = np.argsort(ids, kind="stable")
-    if len(ids) == 0:
+    if len(view.respondent) == 0:
         return np.full(len(respondent), -1, np.int64)
-    pos = np.minimum(np.searchsorted(ids[order], respondent), len(ids) - 1)
-    found = ids[order][pos] == respondent
-    return np.where(found, np.asarray(view.group, np.int64)[order][pos], -1)
+    rows, found = rows_of(view.respondent, respondent, match_negative=True)  # a counterfeit's -1 too
+    return np.where(found, np.asarray(view.group, np.int64)[rows], -1)
 
 
 def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bool = True,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cdpbench.data import PublicView, Release
+from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
@@ -56,10 +56,10 @@ class LinkageAttacker(Attacker):
         m = view.schema.sensitive.size
         respondent = np.asarray(view.respondent, np.int64)
         pop = ctx.population
-        order = np.argsort(pop.respondent)
-        pos = np.minimum(np.searchsorted(pop.respondent[order], respondent), len(order) - 1)
-        found = pop.respondent[order][pos] == respondent
-        rows = order[pos[found]]
+        # row of each respondent in the population (match_negative: an id < 0 is looked up like any
+        # other, as this attack always did; a counterfeit's -1 is not there in a population of ids >= 0)
+        rows, found = rows_of(pop.respondent, respondent, match_negative=True)
+        rows = rows[found]
         known = Release(view.t, pop.schema, respondent[found], pop.qi[rows], np.zeros(len(rows), np.int64), truth=pop.truth)
         prior = np.full((len(respondent), m), 1.0 / m)
         prior[found] = self.knowledge.prior(known)
