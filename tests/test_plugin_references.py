@@ -153,3 +153,31 @@ def test_every_reference_default_comes_from_a_declared_dependency():
                     missing.append(f"{info.distribution}: {kind} {name}.{field_name} defaults to {ref_kind} {default!r} "
                                    f"from {source}, not among its dependencies")
     assert checked >= 2 and missing == []
+
+
+@dataclass
+class PickyParams:
+    estimator: Any = plugin_ref("estimator", "flat", "the estimator it wraps")
+
+    def check_references(self):
+        from cdpbench.errors import require
+
+        require(self.estimator.plugin_name == "flat", "estimator", "'flat' (the only one this attacker can use)",
+                self.estimator.plugin_name)
+
+
+class Picky(Wrapper):
+    """An attacker defined in a test whose check needs the built reference."""
+
+    Params = PickyParams
+
+
+def test_a_check_that_needs_the_built_reference_runs_after_it_and_names_the_plugins_path():
+    eps = {"attacker": [metadata.EntryPoint("picky", f"{__name__}:Picky", "cdpbench.attackers")],
+           "estimator": [metadata.EntryPoint("flat", f"{__name__}:Flat", "cdpbench.estimators"),
+                         metadata.EntryPoint("omega", f"{__name__}:Flat", "cdpbench.estimators")]}
+    reg = Registry(eps)
+    assert isinstance(reg.create("attacker", "picky").params.estimator, Flat)
+    with pytest.raises(ConfigError, match=r"^extra_attackers\.p\.estimator must be 'flat' \(the only one this attacker "
+                                          r"can use\) \(got 'omega'\)$"):
+        reg.create("attacker", "picky", {"estimator": "omega"}, "extra_attackers.p")

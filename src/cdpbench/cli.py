@@ -237,9 +237,7 @@ def run_single(hydra, plan, recorder) -> int:
             raise CdpbenchError(recorder.error) from None
         raise
     finally:
-        if recorder is not None:
-            recorder.unwatch()  # the run is over: a late answer no longer interrupts anything
-        summary = _finish(recorder, interrupted)
+        summary = _finish(recorder, interrupted)  # the run is over: a late answer interrupts nothing
     outcome = ret.return_value
     if recorder is not None and recorder.error:  # the store failed after the run had ended
         raise CdpbenchError(f"the run could not be written to MLflow ({recorder.error}); its results are in "
@@ -344,9 +342,8 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
 def _finish(recorder, interrupted: bool) -> dict | None:
     """The recorder's summary once it has written every run (None with tracking off); a store
     that could not be opened was reported already (by ``ready``)."""
-    if recorder is not None and recorder._watcher is not None:
-        recorder.unwatch()
-        recorder._watcher.join()  # its answer may still be on its way
+    if recorder is not None:
+        recorder.settle()  # its answer may still be on its way
     if recorder is None or recorder.error or (not recorder.is_ready and recorder.proc.poll() is not None):
         return None
     return recorder.finish(interrupted=interrupted)

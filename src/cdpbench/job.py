@@ -89,7 +89,7 @@ def task(cfg: DictConfig) -> Outcome:
     watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
     try:
         record.write(job_dir)
-        watch.__enter__()
+        watch.start()
         comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
         record.tags.update(plugin_tags(comp))
         show = bool(cfg.progress) and not sweep.get("sweep_progress")
@@ -132,7 +132,7 @@ def task(cfg: DictConfig) -> Outcome:
             error += f" (and its record could not be written in {job_dir})"
         return Outcome(FAILED, str(job_dir), error)
     finally:
-        watch.__exit__()
+        watch.stop()
 
 
 def _write_quietly(record, folder: Path) -> bool:

@@ -613,7 +613,7 @@ def _resolved(cfg: DictConfig, path: str) -> Any:
 
     parent, _, key = path.rpartition(".")
     node = OmegaConf.select(cfg, parent, throw_on_resolution_failure=False) if parent else cfg
-    raw = node._get_node(key)._value() if isinstance(node, DictConfig) and key in node else None  # as written
+    raw = OmegaConf.to_container(node, resolve=False).get(key) if isinstance(node, DictConfig) else None  # as written
     try:
         return OmegaConf.select(cfg, path, throw_on_resolution_failure=True, throw_on_missing=True)
     except MissingMandatoryValue:

@@ -14,6 +14,7 @@ publication in one call.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator
 
@@ -43,15 +44,18 @@ def plugin_ref(kind: str, default: str, help: str = "") -> Any:
     a preset. The core validates it (errors name the nested path), creates the plugin with the
     registry the run is built with, and puts the *instance* in the field; its parameters are
     logged to MLflow like any other (``attacker.estimator.max_states``). A plugin never looks a
-    plugin up by name itself."""
+    plugin up by name itself.
+
+    ``__post_init__`` sees the default name, not the instance; a check that needs the built
+    plugin goes in a ``check_references(self)`` method of the ``Params``, which the registry
+    calls once the references are built (its errors name the field relative to the plugin,
+    ``require("closeness.k", ...)``, and the registry prefixes the plugin's own path)."""
     return field(default=default, metadata={"help": help, PLUGIN_REF: kind})
 
 
 def plugin_refs(params_cls: type) -> dict[str, tuple[str, str]]:
     """``{field: (kind, default plugin name)}`` for the fields of ``params_cls`` made with
     :func:`plugin_ref`."""
-    import dataclasses
-
     if not dataclasses.is_dataclass(params_cls):
         return {}
     return {f.name: (f.metadata[PLUGIN_REF], f.default) for f in dataclasses.fields(params_cls) if PLUGIN_REF in f.metadata}

@@ -465,10 +465,18 @@ class Recorder:
         self._watcher.start()
 
     def unwatch(self) -> None:
-        """Restore the signal handler :meth:`watch` replaced."""
+        """Restore the signal handler :meth:`watch` replaced: a late answer no longer interrupts
+        anything."""
         if self._previous is not None:
             signal.signal(*self._previous)
             self._previous = None
+
+    def settle(self) -> None:
+        """Stop watching and wait for the recorder's first answer (:attr:`is_ready` or
+        :attr:`error` are then final)."""
+        self.unwatch()
+        if self._watcher is not None:
+            self._watcher.join()
 
     @staticmethod
     def _stderr_cause(err: str) -> str:
@@ -489,9 +497,7 @@ class Recorder:
         """Tell the recorder to end, wait for it, and return its summary. Ctrl-C and SIGTERM are
         ignored meanwhile (in the main thread): the recorder is writing the runs' final states."""
         with signals_held():
-            if self._watcher is not None:
-                self._watcher.join()
-            self.unwatch()
+            self.settle()
             try:
                 out, err = self.proc.communicate("END interrupted\n" if interrupted else "END\n")
             except (BrokenPipeError, ValueError):  # it ended already (its store failed)

@@ -118,6 +118,12 @@ class Registry:
                 raise ConfigError(f"{path}: unknown {ref_kind} {node['name']!r}; installed: "
                                   f"{', '.join(self.names(ref_kind)) or 'none installed'}")
             setattr(params, field_name, self.create(ref_kind, node["name"], node, path))
+        check = getattr(params, "check_references", None)  # checks that need the built references
+        if refs and callable(check):
+            try:
+                check()
+            except ConfigError as e:
+                raise ConfigError(f"{where}.{e}") from None
         return params
 
     def create(self, kind: str, name: str, values: Mapping[str, Any] | DictConfig | None = None, where: str | None = None) -> Plugin:

@@ -63,7 +63,8 @@ def process_alive(pid: int) -> bool:
 class JobWatch:
     """In a job that runs in a process other than the launching one: interrupts the job (its main
     thread, as Ctrl-C would) once its launch asks it to stop or its launching process on this
-    host is gone. A context manager; no-op for the launching process itself and outside a sweep."""
+    host is gone. :meth:`start` when the job starts, :meth:`stop` when it ends; a no-op for the
+    launching process itself and outside a sweep."""
 
     def __init__(self, folder: Path | None, sweep: dict[str, Any]):
         self.folder = folder
@@ -72,22 +73,19 @@ class JobWatch:
         self.same_host = sweep.get("host") == socket.gethostname()
         self.active = folder is not None and self.launch is not None and self.pid not in (None, os.getpid())
         self.done = threading.Event()
-        self.fired = False
 
     def _watch(self) -> None:
         while not self.done.wait(POLL):
             gone = self.same_host and isinstance(self.pid, int) and not process_alive(self.pid)
             if gone or stop_requested(self.folder, self.launch):
-                self.fired = True
                 _thread.interrupt_main()
                 return
 
-    def __enter__(self) -> JobWatch:
+    def start(self) -> None:
         if self.active:
             threading.Thread(target=self._watch, daemon=True, name="cdpbench-stop-watch").start()
-        return self
 
-    def __exit__(self, *exc) -> None:
+    def stop(self) -> None:
         self.done.set()
 
 

@@ -164,8 +164,8 @@ def test_params_are_checked(kwargs, message):
     ({"estimator": {"a": 0.0}}, "attacker.estimator.a must be a finite number > 0 (got 0.0)"),
     ({"estimator": "nope"}, "attacker.estimator: unknown estimator 'nope'; installed: "),
     ({"estimator": "configuration", "cascading": "posterior"},
-     "attacker.cascading must be 'none' or 'prior' with attacker.estimator 'configuration' (posterior-based cascading "
-     "needs the Bayesian estimator, attacker.estimator=bayesian) (got 'posterior')"),
+     "attacker.cascading must be 'none' or 'prior' with estimator 'configuration' (posterior-based cascading "
+     "needs the Bayesian estimator, estimator=bayesian) (got 'posterior')"),
     # the parameters moved to the references (knowledge: steps, revision, sv, correlation, kernel
     # bandwidth; estimator: a, normalize) are no longer the attacker's
     ({"steps": 2}, "attacker.steps is not a parameter of attacker 'bayframe'"),
@@ -177,6 +177,13 @@ def test_references_are_checked_when_the_attacker_is_built(values, message):
     """Errors name the nested path; posterior cascading without the Bayesian estimator fails at construction."""
     with pytest.raises(ConfigError, match="^" + re.escape(message)):
         default_registry().create("attacker", "bayframe", values, "attacker")
+
+
+def test_the_cascading_check_names_the_attackers_own_path():
+    """As an extra attacker, the error names extra_attackers.<label>, not attacker."""
+    with pytest.raises(ConfigError, match=r"^extra_attackers\.b\.cascading must be 'none' or 'prior' with estimator "):
+        default_registry().create("attacker", "bayframe", {"estimator": "configuration", "cascading": "posterior"},
+                                  "extra_attackers.b")
 
 
 def test_the_bayesian_estimators_a_and_normalize_are_used_with_the_attacks_generator(releases):

@@ -39,11 +39,12 @@ def scenario(seed, *, updates=5, reinsertions=4, releases=6):
                               reinsertions=reinsertions, releases=releases, rng=rng))
 
 
-def publish_all(anonymizer, releases):
+def publish_all(anonymizer, releases, model=None):
+    """Every release through ``anonymizer``, given ``model`` as its privacy model."""
     history, pubs = History(), []
     for rel in releases:
         mctx = ModelContext(SCHEMA, rel.sensitive_distribution(), history=history, release=rel)
-        pubs.append(anonymizer.publish(rel, PublishContext(None, mctx, history, np.random.default_rng(rel.t))))
+        pubs.append(anonymizer.publish(rel, PublishContext(model, mctx, history, np.random.default_rng(rel.t))))
         history.releases.append(rel)
         history.publications.append(pubs[-1])
     return pubs

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cdpbench.data import History
 from cdpbench.errors import ConfigError
-from cdpbench.plugin import ModelContext, PrivacyModel, PublishContext
+from cdpbench.plugin import PrivacyModel
 from cdpbench.registry import default_registry
 from cdpbench_invariance.family import InvarianceParams
 from cdpbench_invariance.m_invariance import MInvariance
@@ -21,7 +20,7 @@ from cdpbench_invariance.tau_safety import TauSafety
 from cdpbench_invariance.verifiers import MInvarianceModel, MUniqueParams, SlicedBucketModel, TauSafetyModel
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_invariance_properties import SCHEMA, scenario  # noqa: E402
+from test_invariance_properties import publish_all, scenario  # noqa: E402
 
 #: name -> (anonymizer with the threshold given, or None for the default; its whole-history model)
 METHODS = {
@@ -53,16 +52,6 @@ class AnyM:
 
 class BadMModel(KOnlyModel):
     Params = AnyM
-
-
-def publish_all(anonymizer, releases, model):
-    history, pubs = History(), []
-    for rel in releases:
-        mctx = ModelContext(SCHEMA, rel.sensitive_distribution(), history=history, release=rel)
-        pubs.append(anonymizer.publish(rel, PublishContext(model, mctx, history, np.random.default_rng(rel.t))))
-        history.releases.append(rel)
-        history.publications.append(pubs[-1])
-    return pubs
 
 
 def same(a, b) -> bool:

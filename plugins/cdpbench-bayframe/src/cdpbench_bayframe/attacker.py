@@ -70,6 +70,13 @@ class BayFrameAttackerParams:
         require(isinstance(self.sigma, (int, float)) and 0 <= self.sigma <= 1, "sigma", "a number in [0, 1]", self.sigma)
         require(isinstance(self.cr, (int, float)) and 0 < self.cr <= 1, "cr", "a number in (0, 1]", self.cr)
 
+    def check_references(self) -> None:
+        """Posterior-based cascading (Def. 6) is the Bayesian estimator's (Eq. 2)."""
+        name = getattr(self.estimator, "plugin_name", type(self.estimator).__name__)
+        require(isinstance(self.estimator, BayesianEstimator) or self.cascading != "posterior", "cascading",
+                f"'none' or 'prior' with estimator {name!r} (posterior-based cascading needs the Bayesian estimator, "
+                "estimator=bayesian)", self.cascading)
+
 
 class BayFrameAttacker(Attacker):
     """BayFrame's adversary: RPD beliefs (Eq. 3), the Bayesian estimator (Eq. 2), compromised records (Def. 4–6)."""
@@ -83,10 +90,6 @@ class BayFrameAttacker(Attacker):
         #: the Bayesian estimator (Eq. 2), whose a and normalize the attacker applies itself with the
         #: compromised records and the attack's generator; None: another estimator, asked for its posterior
         self.bayesian: BayesianEstimator | None = p.estimator if isinstance(p.estimator, BayesianEstimator) else None
-        name = getattr(p.estimator, "plugin_name", type(p.estimator).__name__)
-        require(self.bayesian is not None or p.cascading != "posterior", "attacker.cascading",
-                f"'none' or 'prior' with attacker.estimator {name!r} (posterior-based cascading needs the Bayesian "
-                "estimator, attacker.estimator=bayesian)", p.cascading)
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         p = self.params

@@ -58,7 +58,11 @@ class JSReduceParams:
     def __post_init__(self) -> None:
         require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
         require(isinstance(self.j, (int, float)) and not isinstance(self.j, bool) and 0.0 <= self.j <= 1.0, "j", "a number in [0, 1]", self.j)
-        # closeness: a plugin reference, validated and built by the core (not seen here)
+        # closeness: a plugin reference, validated and built by the core (check_references)
+
+    def check_references(self) -> None:
+        inner_k = getattr(self.closeness.params, "k", 1)
+        require(inner_k == 1, "closeness.k", "1 (the minimum group size is privacy_model.k)", inner_k)
 
 
 class JSReduceModel(PrivacyModel):
@@ -70,8 +74,6 @@ class JSReduceModel(PrivacyModel):
     def __init__(self, params: JSReduceParams | None = None):
         super().__init__(params)
         self.closeness: PrivacyModel = self.params.closeness  # built by the core from privacy_model.closeness
-        inner_k = getattr(self.closeness.params, "k", 1)
-        require(inner_k == 1, "privacy_model.closeness.k", "1 (the minimum group size is privacy_model.k)", inner_k)
 
     def prepare(self, release: Release, ctx: ModelContext) -> None:
         self.closeness.prepare(release, ctx)
