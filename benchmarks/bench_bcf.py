@@ -34,13 +34,14 @@ from cdpbench.data import History
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.tables import write_results
-from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer
+from cdpbench_bcf.anonymizers.bcf import BCFAnonymizer
 from cdpbench_bcf.params import BCFParams
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair
-from cdpbench_bcf.cumulative import AdultCumulative, CumulativeParams
-from cdpbench_bcf.tds import TopDownSpecialization
-from cdpbench_bcf.verifier import BCFAnonymity
+from cdpbench_bcf.cumulative import CumulativeParams
+from cdpbench_bcf.datasets.adult_cumulative import AdultCumulative
+from cdpbench_bcf.anonymizers.tds import TopDownSpecialization
+from cdpbench_bcf.privacy_models.bcf_anonymity import BCFAnonymity
 
 K = 40
 

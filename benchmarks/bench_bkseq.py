@@ -13,7 +13,7 @@ import tracemalloc
 
 import numpy as np
 
-from cdpbench_jsreduce.bkseq import BKseq, build_model
+from cdpbench_jsreduce.datasets.bkseq import BKseq, build_model
 
 
 def measure(label: str, work) -> tuple[str, str, float, float]:

@@ -34,7 +34,7 @@ def _peak_mb() -> float:
 
 
 def time_kernel_prior(qis: list[str], bandwidth: float) -> tuple[int, float, float, float]:
-    from cdpbench_classic.knowledge import kernel_prior
+    from cdpbench_classic.knowledge.kernel import kernel_prior
 
     rel = adult_release(qis)
     base = _peak_mb()
@@ -72,8 +72,8 @@ def main() -> None:
 
     from cdpbench.data import GroupBatch, Publication
     from cdpbench.plugin import AttackContext, ModelContext
-    from cdpbench_classic.bt_privacy import BTPrivacy, BTPrivacyParams
-    from cdpbench_classic.snapshot import Snapshot, SnapshotParams
+    from cdpbench_classic.privacy_models.bt_privacy import BTPrivacy, BTPrivacyParams
+    from cdpbench_classic.attackers.snapshot import Snapshot, SnapshotParams
 
     rel = adult_release(QI5)
     n = len(rel)

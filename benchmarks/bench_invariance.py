@@ -1,6 +1,6 @@
 """Invariance issue, acceptance 4: the 20-release preset of each method and slicedBucket on 10^5 records.
 
-(a) Each method of ``experiments/invariance/fig5`` (m = 6; churn over Adult with QI age, sex, zip:
+(a) Each method of the preset ``invariance/fig5`` (m = 6; churn over Adult with QI age, sex, zip:
     10,000 records growing to 16,875 over 20 releases; intersection and membership attacks, every
     metric) as one whole process, ``cdpbench +experiment=invariance/fig5
     +experiment/invariance/method=<method> tracking.enabled=false``, with the time of the release
@@ -27,7 +27,7 @@ from cdpbench.datasets.adult import adult_schema, load_adult
 from cdpbench.datasets.churn import churn_process
 from cdpbench.datasets.zipcodes import synthetic_zips
 from cdpbench.plugin import ModelContext, PublishContext
-from cdpbench_invariance.sliced_bucket import SlicedBucket, SlicedBucketParams
+from cdpbench_invariance.anonymizers.sliced_bucket import SlicedBucket, SlicedBucketParams
 
 METHODS = ("m_invariance", "tau_safety", "tau_safe_lk", "sliced_bucket")
 PHASES = ("time_publish", "time_verify", "time_attack", "time_metrics")

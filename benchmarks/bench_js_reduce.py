@@ -38,7 +38,7 @@ from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.tables import write_results
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_jsreduce.configuration import configuration_posterior
+from cdpbench_jsreduce.estimators.configuration import configuration_posterior
 
 M = 17
 CLASS_CONCENTRATION = 40.0  # how close each class's base distribution is to the overall one

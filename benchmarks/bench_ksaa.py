@@ -31,7 +31,7 @@ from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.tables import write_results
 from cdpbench_ksaa.linkage_graph import linkage_graph, prune
-from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
+from cdpbench_ksaa.datasets.adult_sequential import AdultSequential, AdultSequentialParams
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from cdpbench_classic.permanent import PermanentParams, permanent_posterior
+from cdpbench_classic.estimators.permanent import PermanentParams, permanent_posterior
 
 
 def publication(rng, records=5000, m=10):

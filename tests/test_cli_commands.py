@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from conftest import REPO
 from cdpbench import cli as cli_module
+from cdpbench import presets as presets_module
 from cdpbench.errors import CdpbenchError
 from cdpbench.experiments_cmd import experiments_lines
 from cdpbench.presets import preset_names, preset_options
@@ -80,7 +81,7 @@ def test_presets_and_option_groups_of_the_repository():
 def test_experiments_lists_description_and_command_of_every_preset(cli):
     out = cli("experiments").stdout
     assert out.strip() == "\n".join(experiments_lines()).strip()
-    blocks = {b.splitlines()[0]: b for b in out.split("\n\n")}
+    blocks = {b.splitlines()[0].split("   (from ")[0]: b for b in out.split("\n\n")}
     for name in preset_names():
         block = blocks[name]
         assert f"    run:     cdpbench -m +experiment={name} hydra/launcher=joblib" in block
@@ -89,7 +90,7 @@ def test_experiments_lists_description_and_command_of_every_preset(cli):
         assert desc and all(len(ln) <= 100 and "cdpbench " not in ln for ln in desc), block
     assert "Fig. 7: adversary gain against the JS-divergence threshold j" in " ".join(blocks["js_reduce/fig7"].split())
     assert "    report:  cdpbench report --latest --metric dk3.gain_rho --against privacy_model.j" in blocks["js_reduce/fig7"]
-    assert f"options of experiment/js_reduce/method: {', '.join(METHODS)}" in out
+    assert f"options of experiment/js_reduce/method: {', '.join(METHODS)}   (from cdpbench-jsreduce)" in out
     assert re.search(r"^    js_reduce +JS-reduce, k = 3, t = 0.5, j = 0.6", out, re.M)
     assert "\njs_reduce/method" not in out
 
@@ -113,6 +114,7 @@ def test_experiments_synthesizes_commands_and_finds_relative_groups(tmp_path, mo
                                   "defaults:\n  - inner@_global_: p\n")
     write(exp / "sub" / "inner" / "p.yaml", "# Inner option p.\nseed: 4\n")
     monkeypatch.setenv("CDPBENCH_CONF", str(conf))
+    monkeypatch.setattr(presets_module, "_plugin_sources", lambda: ())  # this folder's presets alone
     assert preset_names() == ["a", "b", "c", "sub/d"]
     assert preset_options("experiment/opts") == ["x", "y"]
     assert preset_options("experiment/sub/inner") == ["p"]

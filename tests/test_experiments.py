@@ -1,4 +1,4 @@
-"""Every preset in experiments/ composes, and each figure's sweep expands to the grid its
+"""Every preset (the lab's in experiments/, each plugin's in its package) composes, and each figure's sweep expands to the grid its
 comment promises; one short job of each runs through the release loop."""
 
 
@@ -154,6 +154,7 @@ def test_presets_are_parsed_once_until_a_file_changes(tmp_path, monkeypatch):
     (tmp_path / "a.yaml").write_text("# @package _global_\ndefaults:\n  - /experiment/group: x\n")
     (tmp_path / "group" / "x.yaml").write_text("# @package _global_\nseed: 1\n")
     monkeypatch.setattr(ec, "experiments_dir", lambda: tmp_path)
+    monkeypatch.setattr(ec, "_plugin_sources", lambda: ())  # the lab's folder alone
     parsed = []
     real = ec._scan
     monkeypatch.setattr(ec, "_scan", lambda folder: parsed.append(folder) or real(folder))

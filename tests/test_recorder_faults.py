@@ -212,3 +212,23 @@ def test_root_cause_is_the_innermost_error_in_one_line():
             raise ConnectionRefusedError(111, "Connection refused") from None
     except ConnectionRefusedError as e:
         assert root_cause(e) == "ConnectionRefusedError: [Errno 111] Connection refused"
+
+
+def test_half_written_records_of_dead_writers_are_removed(tmp_path):
+    """A job killed between writing ``.run.json.<pid>.tmp`` and renaming it leaves the file; the
+    recorder removes it once every job is over, and never one whose writer still lives."""
+    import subprocess as sp
+    import sys as _sys
+
+    from cdpbench.record import RunRecord
+    from cdpbench.stopping import process_alive
+
+    dead = sp.run([_sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    (tmp_path / "3").mkdir()
+    stale = tmp_path / "3" / f".run.json.{dead}.tmp"
+    live = tmp_path / f".run.json.{os.getpid()}.tmp"
+    other = tmp_path / "3" / ".run.json.notapid.tmp"
+    for f in (stale, live, other):
+        f.write_text("{")
+    assert RunRecord.remove_stale_writes(tmp_path, process_alive) == [stale]
+    assert not stale.exists() and live.exists() and other.exists()

@@ -1,12 +1,12 @@
-"""``cdpbench experiments``: every preset of ``conf/experiment`` with its description and command
-(the presets themselves: :mod:`cdpbench.presets`)."""
+"""``cdpbench experiments``: every preset, of the lab and of each installed plugin, with its
+description, its command and the distribution that ships it (the presets: :mod:`cdpbench.presets`)."""
 
 from __future__ import annotations
 
 import argparse
 import textwrap
 
-from .presets import GROUP, WIDTH, Preset, _group_of, _presets, _scan, experiments_dir
+from .presets import GROUP, LAB, WIDTH, Preset, _group_of, _presets, _scan, experiments_dir
 
 def _sweeps(preset: Preset, by_name: dict[str, Preset], seen: frozenset = frozenset()) -> bool:
     """The preset, or a preset it includes through its defaults list, sets ``hydra.sweeper.params``."""
@@ -35,15 +35,18 @@ def _wrap(text: str, indent: str) -> list[str]:
 
 def experiments_lines() -> list[str]:
     presets, groups = _presets()
-    everything = {p.name: p for p in _scan(experiments_dir())}
-    lines = [f"presets in {experiments_dir().resolve()}  (use as +{GROUP}=NAME)"]
+    everything = {p.name: p for p in _scan()}
+    lines = [f"presets (use as +{GROUP}=NAME): the lab's in {experiments_dir().resolve()}, "
+             f"a plugin's shipped with it (entry-point group cdpbench.presets)"]
     for p in presets:
-        lines += ["", p.name]
+        lines += ["", p.name if p.owner == LAB else f"{p.name}   (from {p.owner})"]
         lines += _wrap(p.description, "    ")
         lines.append(f"    run:     {run_command(p, everything)}")
         lines += [f"    report:  {c}" for c in p.commands if c.startswith("cdpbench report")]
     for group, options in groups.items():
-        lines += ["", f"options of {group}: {', '.join(options)}",
+        owner = everything[f"{group.removeprefix(GROUP + '/')}/{options[0]}"].owner if options else LAB
+        shipped = "" if owner == LAB else f"   (from {owner})"
+        lines += ["", f"options of {group}: {', '.join(options)}{shipped}",
                   f"  (not presets: add one to any command as +{group}=NAME)"]
         width = max(map(len, options), default=0)
         for name in options:

@@ -15,3 +15,7 @@ ENTRY_POINT_GROUPS: dict[str, str] = {
 #: the kinds a run chooses one plugin of, as the config group of that name (``attacker=snapshot``);
 #: metrics are all on at once (``metrics.<name>.enabled``)
 GROUP_KINDS: tuple[str, ...] = tuple(kind for kind in ENTRY_POINT_GROUPS if kind != "metric")
+
+#: the entry-point group a distribution ships experiment presets under: ``NAMESPACE = "package"``
+#: makes the YAML files of that package (a folder) the presets ``+experiment=NAMESPACE/...``
+PRESETS_GROUP = "cdpbench.presets"

@@ -969,7 +969,7 @@ def short_label(name: str, width: int = 32) -> str:
 
 
 def hydra_instance(conf: Path):
-    """A Hydra object for the primary config folder, with every plugin's configs registered."""
+    """A Hydra object for the primary config folder, with every plugin's configs and presets."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.global_hydra import GlobalHydra
@@ -978,4 +978,5 @@ def hydra_instance(conf: Path):
 
     register_configs()
     GlobalHydra.instance().clear()
+    # the plugins' presets join the search path through hydra_plugins/cdpbench_presets.py
     return Hydra.create_main_hydra2(task_name="cdpbench", config_search_path=create_config_search_path(str(conf)))

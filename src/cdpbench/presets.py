@@ -1,10 +1,14 @@
-"""The experiment presets: the config folder, and every preset of its ``experiment`` folder.
+"""The experiment presets: the config folder, and every preset of the lab and of the installed plugins.
 
-A preset is a YAML file under the experiments folder, named by its path relative to it without
-``.yaml`` (``quickstart``, ``js_reduce/fig4``) and used as ``+experiment=NAME``. A folder that
-other presets use as a group of options (``+experiment/js_reduce/method: ...`` in a sweep, or
-``/experiment/js_reduce/method@_global_: js_reduce`` in a defaults list) holds options, not
-presets: ``preset_options("experiment/js_reduce/method")``.
+A preset is a YAML file named by its path relative to the ``experiment`` group without ``.yaml``
+(``quickstart``, ``js_reduce/fig4``) and used as ``+experiment=NAME``. The lab's own presets
+(those that compare plugins: ``quickstart``, ``matrix/...``) are the files of ``conf/experiment``
+(a link to the repository's ``experiments/``); a distribution ships its own under a namespace
+through the entry-point group ``cdpbench.presets`` (``bayframe = "cdpbench_bayframe.presets"``
+makes ``.../cdpbench_bayframe/presets/fig3.yaml`` the preset ``bayframe/fig3``; Hydra reads it
+through :mod:`cdpbench.preset_source`). A folder that other presets use as a group of options
+(``+experiment/js_reduce/method: ...`` in a sweep, or ``/experiment/js_reduce/method@_global_:
+js_reduce`` in a defaults list) holds options, not presets: ``preset_options("experiment/js_reduce/method")``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from .errors import CdpbenchError
+from .kinds import PRESETS_GROUP
 
 GROUP = "experiment"
 WIDTH = 100
@@ -43,10 +48,79 @@ def experiments_dir() -> Path:
     return folder
 
 
+#: the owner shown for the presets of the config folder itself
+LAB = "experiments/"
+
+#: a namespace: one folder name of the ``experiment`` group
+NAMESPACE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class PresetSource:
+    """A folder of presets: the config folder's (``namespace == ""``) or a distribution's."""
+
+    namespace: str
+    folder: Path
+    owner: str  # the distribution that ships it, or LAB
+
+
+def preset_sources() -> list[PresetSource]:
+    """The config folder's presets, then every installed distribution's (entry-point group
+    ``cdpbench.presets``), checked: a namespace is a lower-case name, names a package folder, and
+    is no other source's (neither a plugin's nor a folder or preset of the config folder)."""
+    lab = PresetSource("", experiments_dir(), LAB)
+    taken = {p.name.removesuffix(".yaml") for p in lab.folder.iterdir() if p.is_dir() or p.suffix == ".yaml"}
+    sources = [lab]
+    for source in _plugin_sources():
+        if source.namespace in taken:
+            raise CdpbenchError(f"{source.owner} ships presets under {source.namespace}/, which {lab.folder}/"
+                                f"{source.namespace} already has: rename one of them")
+        sources.append(source)
+    return sources
+
+
+@lru_cache(maxsize=1)
+def _plugin_sources() -> tuple[PresetSource, ...]:
+    from importlib import metadata
+    from importlib.util import find_spec
+
+    found: dict[str, PresetSource] = {}
+    for ep in sorted(metadata.entry_points(group=PRESETS_GROUP), key=lambda e: e.name):
+        owner = ep.dist.name if ep.dist is not None else "an unknown distribution"
+        where = f"entry point {ep.name} = {ep.value!r} of {owner} (group {PRESETS_GROUP})"
+        if not NAMESPACE.fullmatch(ep.name):
+            raise CdpbenchError(f"{where}: the name must be lower-case letters, digits and _ (it becomes +experiment={ep.name}/...)")
+        if ep.name in found:
+            raise CdpbenchError(f"{where}: {found[ep.name].owner} ships presets under {ep.name}/ already")
+        try:
+            spec = find_spec(ep.value) if re.fullmatch(r"[A-Za-z_][\w.]*", ep.value) else None
+        except (ImportError, ValueError) as e:
+            raise CdpbenchError(f"{where}: {e}") from None
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            raise CdpbenchError(f"{where}: the value must name a package (a folder of YAML presets)")
+        found[ep.name] = PresetSource(ep.name, Path(folders[0]).resolve(), owner)
+    return tuple(found.values())
+
+
+def locate(relative: str) -> Path | None:
+    """The folder or file (without ``.yaml``) of ``relative``, a path inside the ``experiment``
+    group (``bayframe/defense``, ``matrix``): in its plugin's folder if its first part is a
+    plugin's namespace, else in the config folder's; ``None`` for a path that leaves it."""
+    parts = Path(relative).parts
+    if not parts or ".." in parts or Path(relative).is_absolute():
+        return None
+    for source in preset_sources()[1:]:
+        if parts[0] == source.namespace:
+            return source.folder.joinpath(*parts[1:])
+    return experiments_dir().joinpath(*parts)
+
+
 @dataclass(frozen=True)
 class Preset:
-    name: str  # path relative to the experiments folder, without .yaml
+    name: str  # path relative to the experiment group, without .yaml
     path: Path
+    owner: str = LAB  # the distribution that ships it
 
     @cached_property
     def comments(self) -> list[str]:
@@ -100,8 +174,12 @@ def _yaml_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.yaml") if p.relative_to(folder).parts[0] not in NOT_PRESETS)
 
 
-def _scan(folder: Path) -> list[Preset]:
-    presets = [Preset(p.relative_to(folder).with_suffix("").as_posix(), p) for p in _yaml_files(folder)]
+def _scan(sources: list[PresetSource] | None = None) -> list[Preset]:
+    presets = []
+    for source in preset_sources() if sources is None else sources:
+        for p in _yaml_files(source.folder):
+            name = p.relative_to(source.folder).with_suffix("").as_posix()
+            presets.append(Preset(f"{source.namespace}/{name}" if source.namespace else name, p, source.owner))
     # top-level presets first; numbers in names in numeric order (fig3 before fig11)
     return sorted(presets, key=lambda p: (p.name.count("/"), _natural(p.name)))
 
@@ -121,10 +199,9 @@ def _group_of(key: str, preset: Preset) -> str:
 
 
 def option_groups(presets: list[Preset] | None = None) -> dict[str, list[str]]:
-    """``{group: [option, ...]}`` for every folder of the experiments folder that a preset uses
+    """``{group: [option, ...]}`` for every folder of the ``experiment`` group that a preset uses
     as a group of options (a dict entry of its defaults list or a key of its sweep)."""
-    folder = experiments_dir()
-    presets = _scan(folder) if presets is None else presets
+    presets = _scan() if presets is None else presets
     groups: dict[str, list[str]] = {}
     for preset in presets:
         used = [_group_of(str(k), preset) for entry in preset.defaults() if isinstance(entry, dict) for k in entry]
@@ -132,8 +209,8 @@ def option_groups(presets: list[Preset] | None = None) -> dict[str, list[str]]:
         for group in used:
             if not group.startswith(GROUP + "/"):
                 continue
-            sub = folder / group.removeprefix(GROUP + "/")
-            if group not in groups and sub.is_dir() and ".." not in Path(group).parts:
+            sub = locate(group.removeprefix(GROUP + "/"))
+            if group not in groups and sub is not None and sub.is_dir():
                 groups[group] = sorted(p.stem for p in sub.glob("*.yaml"))
     return dict(sorted(groups.items()))
 
@@ -142,15 +219,15 @@ def _presets() -> tuple[list[Preset], dict[str, list[str]]]:
     """The standalone presets and the option groups, parsed once per process for as long as no
     preset file is added, removed or changed (a sweep checks its ``+experiment`` overrides once
     per job: re-parsing the ~70 preset files each time cost about 0.25 s a job)."""
-    folder = experiments_dir()
-    files = _yaml_files(folder)
+    sources = tuple(preset_sources())
+    files = [f for source in sources for f in _yaml_files(source.folder)]
     signature = tuple((str(f), st.st_mtime_ns, st.st_size) for f in files for st in [f.stat()])
-    return _parsed_presets(folder, signature)
+    return _parsed_presets(sources, signature)
 
 
 @lru_cache(maxsize=4)
-def _parsed_presets(folder: Path, signature: tuple) -> tuple[list[Preset], dict[str, list[str]]]:
-    everything = _scan(folder)
+def _parsed_presets(sources: tuple[PresetSource, ...], signature: tuple) -> tuple[list[Preset], dict[str, list[str]]]:
+    everything = _scan(list(sources))
     groups = option_groups(everything)
     group_dirs = {g.removeprefix(GROUP + "/") for g in groups}
     return [p for p in everything if Path(p.name).parent.as_posix() not in group_dirs], groups

@@ -73,6 +73,21 @@ class RunRecord:
         os.replace(tmp, path)
         return path
 
+    @staticmethod
+    def remove_stale_writes(folder: Path, alive) -> list[Path]:
+        """Remove the half-written records (``.run.json.<pid>.tmp``) under ``folder`` whose writer
+        ``alive(pid)`` says is gone: a job killed between writing its record and renaming it."""
+        removed = []
+        for tmp in folder.rglob(f".{RECORD_FILE}.*.tmp"):
+            pid = tmp.name.removeprefix(f".{RECORD_FILE}.").removesuffix(".tmp")
+            if pid.isdigit() and not alive(int(pid)):
+                try:
+                    tmp.unlink()
+                    removed.append(tmp)
+                except OSError:
+                    pass
+        return removed
+
     @classmethod
     def read(cls, path: Path) -> RunRecord:
         data = json.loads(Path(path).read_text())

@@ -315,6 +315,7 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
         record_final(None)
     interrupted = end != "END"
     record_final(INTERRUPTED if interrupted else DIED)
+    RunRecord.remove_stale_writes(folder, process_alive)  # every job is over: no half-written record stays
     runs = sorted(done.values(), key=lambda r: (r["job"] is None, r["job"] or 0))
     failed = [r for r in runs if r["status"] not in (FINISHED, SKIPPED)]
     missing = max(int(sweep["jobs"]) - len(runs), 0) if sweep else 0

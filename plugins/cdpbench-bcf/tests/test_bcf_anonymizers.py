@@ -40,13 +40,13 @@ from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_bcf.bcf_anonymizer import BCFAnonymizer
+from cdpbench_bcf.anonymizers.bcf import BCFAnonymizer
 from cdpbench_bcf.params import BCFAnonymizerParams, BCFParams
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair
 from cdpbench_bcf.history import ReleaseChain, attack_latest
-from cdpbench_bcf.tds import TopDownSpecialization
-from cdpbench_bcf.verifier import BCFAnonymity
+from cdpbench_bcf.anonymizers.tds import TopDownSpecialization
+from cdpbench_bcf.privacy_models.bcf_anonymity import BCFAnonymity
 
 N_INSTANCES = 300  # random two-release instances (tests 3 and 6)
 N_THREE = 120  # random three-release instances (test 5)

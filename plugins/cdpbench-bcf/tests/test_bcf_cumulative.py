@@ -7,7 +7,9 @@ import pytest
 
 from cdpbench.datasets.validate import validated
 from cdpbench.errors import ConfigError
-from cdpbench_bcf.cumulative import AdultCumulative, AdultIncrements, CumulativeParams
+from cdpbench_bcf.cumulative import CumulativeParams
+from cdpbench_bcf.datasets.adult_cumulative import AdultCumulative
+from cdpbench_bcf.datasets.adult_increments import AdultIncrements
 
 
 def releases(cls, **kw):

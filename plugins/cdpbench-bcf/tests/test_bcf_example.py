@@ -11,12 +11,15 @@ from cdpbench.data import History, Publication
 from cdpbench.plugin import AttackContext, ModelContext
 from cdpbench.schema import CategoricalQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_bcf.attackers import BackwardAttacker, CorrespondenceAttacker, CrossAttacker, ForwardAttacker
+from cdpbench_bcf.attackers.backward import BackwardAttacker
+from cdpbench_bcf.attackers.correspondence import CorrespondenceAttacker
+from cdpbench_bcf.attackers.cross import CrossAttacker
+from cdpbench_bcf.attackers.forward import ForwardAttacker
 from cdpbench_bcf.classes import Classes
 from cdpbench_bcf.correspondence import attack_pair, group_pairs
 from cdpbench_bcf.history import ReleaseChain
 from cdpbench_bcf.params import BCFParams
-from cdpbench_bcf.verifier import BCFAnonymity
+from cdpbench_bcf.privacy_models.bcf_anonymity import BCFAnonymity
 
 BIRTH = Taxonomy.from_paths([["UK", "Europe"], ["France", "Europe"]])
 JOB = Taxonomy.from_paths([["Lawyer", "Professional"], ["Doctor", "Professional"]])

@@ -11,14 +11,17 @@ from cdpbench.datasets.churn import churn_process
 from cdpbench.plugin import AttackContext, ModelContext, PublishContext
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_invariance.intersection import IntersectionAttacker
-from cdpbench_invariance.m_invariance import MInvariance
-from cdpbench_invariance.sliced_bucket import SlicedBucket, affinity
+from cdpbench_invariance.attackers.intersection import IntersectionAttacker
+from cdpbench_invariance.anonymizers.m_invariance import MInvariance
+from cdpbench_invariance.anonymizers.sliced_bucket import SlicedBucket, affinity
 from cdpbench_invariance.family import InvarianceParams
-from cdpbench_invariance.sliced_bucket import SlicedBucketParams
-from cdpbench_invariance.tau_safe_lk import TauSafeLK, TauSafeLKParams
-from cdpbench_invariance.tau_safety import TauSafety
-from cdpbench_invariance.verifiers import MInvarianceModel, MUniqueParams, SlicedBucketModel, TauSafetyModel
+from cdpbench_invariance.anonymizers.sliced_bucket import SlicedBucketParams
+from cdpbench_invariance.anonymizers.tau_safe_lk import TauSafeLK, TauSafeLKParams
+from cdpbench_invariance.anonymizers.tau_safety import TauSafety
+from cdpbench_invariance.privacy_models.m_invariance import MInvarianceModel
+from cdpbench_invariance.history_verifier import MUniqueParams
+from cdpbench_invariance.privacy_models.sliced_bucket import SlicedBucketModel
+from cdpbench_invariance.privacy_models.tau_safety import TauSafetyModel
 
 VALUES = tuple(f"v{i}" for i in range(7))
 SCHEMA = Schema(
@@ -218,7 +221,7 @@ def test_counterfeit_methods_publish_everyone(name):
 
 
 def test_affinity_groups_merge_the_most_associated_columns():
-    from cdpbench_invariance.sliced_bucket import affinity_groups
+    from cdpbench_invariance.anonymizers.sliced_bucket import affinity_groups
 
     rng = np.random.default_rng(0)
     a = rng.integers(0, 4, 500)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from cdpbench_ksaa.linkability import candidates
 from cdpbench_ksaa.linkability_models import LinkabilityParams
-from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
+from cdpbench_ksaa.datasets.adult_sequential import AdultSequential, AdultSequentialParams
 
 from cdpbench.data import History, Publication, Release
 from cdpbench.errors import ConfigError
@@ -35,7 +35,7 @@ from cdpbench.registry import default_registry
 
 CATEGORICAL = ["sex", "race", "education", "marital-status", "workclass", "relationship"]
 ANONYMIZERS = ("ksaa", "cell", "tds4asr")
-# ksaa's base as the presets set it (experiments/ksaa/anonymizer/ksaa.yaml): js_reduce, leftovers merged
+# ksaa's base as the presets set it (preset ksaa/anonymizer/ksaa): js_reduce, leftovers merged
 KSAA = {"base": {"name": "js_reduce", "leftovers": "merge"}}
 ANONYMIZER_PARAMS = {"ksaa": KSAA, "cell": {}, "tds4asr": {}}
 MODELS = ("k_linkability", "k_diversity")
@@ -434,7 +434,7 @@ def test_bad_reference_params_are_one_line_naming_the_nested_path(kind, name, va
 
 
 def test_plugins_with_references_are_built_by_the_registry():
-    from cdpbench_ksaa.ksaa import KSAA, KSAAParams
+    from cdpbench_ksaa.anonymizers.ksaa import KSAA, KSAAParams
 
     with pytest.raises(TypeError, match="params.base is 'js_reduce', not a plugin"):
         KSAA(KSAAParams())

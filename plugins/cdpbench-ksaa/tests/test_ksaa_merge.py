@@ -150,7 +150,7 @@ def test_bisect_equals_rounds_on_sequential_adult(model_name, k, transitions):
     """Both searches on 3-release adult_sequential scenarios; identical publications on every
     release (the models' verdicts were monotone along every chain met here), and the bisected
     tails judged fewer publications."""
-    from cdpbench_ksaa.sequential import AdultSequential, AdultSequentialParams
+    from cdpbench_ksaa.datasets.adult_sequential import AdultSequential, AdultSequentialParams
 
     reg = default_registry()
     saved = tails = 0

@@ -16,6 +16,9 @@ the core's Adult taxonomies (ARX's, and cdpbench's own tree for relationship). S
 every triple present in adult.test ∪ adult.data, so it is the same whatever ``d2``.
 
 Respondent ids: test row ``i`` is ``i``; training row ``i`` is ``15060 + i``. Nothing is random.
+
+The two data sets are subclasses of :class:`AdultReleases` (``cdpbench_bcf.datasets.adult_cumulative``
+and ``cdpbench_bcf.datasets.adult_increments``); this module holds what they share.
 """
 
 from __future__ import annotations
@@ -77,12 +80,14 @@ class CumulativeParams:
                 f"((releases - 1) x d2 training records; adult.data has {ADULT_ROWS})", self.d2)
 
 
-class AdultCumulative(Dataset):
-    """Adult cumulative (BCF §6): R1 = adult.test, each later release adds the next d2 records of adult.data."""
+class AdultReleases(Dataset):
+    """The releases both Adult data sets of BCF §6 draw from: D1 = adult.test, then increments of
+    d2 records of adult.data; release t is D1 ∪ .. ∪ Dt (``cumulative``) or Dt alone. The
+    registered data sets are its subclasses (``cdpbench_bcf.datasets.adult_cumulative``,
+    ``adult_increments``)."""
 
     Params = CumulativeParams
-    scenario: ClassVar[str] = "cumulative"
-    cumulative: ClassVar[bool] = True
+    cumulative: ClassVar[bool]  # True: release t = D1 ∪ .. ∪ Dt; False: Dt alone
 
     def releases(self, rng: np.random.Generator) -> Iterator[Release]:
         p = self.params
@@ -104,10 +109,3 @@ class AdultCumulative(Dataset):
             start = ADULT_TEST_ROWS + (t - 2) * p.d2
             time[start : start + p.d2] = t
         return time
-
-
-class AdultIncrements(AdultCumulative):
-    """Each increment of Adult cumulative published alone (release t = Dt): BCF Fig. 2's k-anonymized D2."""
-
-    scenario: ClassVar[str] = "continuous"
-    cumulative: ClassVar[bool] = False

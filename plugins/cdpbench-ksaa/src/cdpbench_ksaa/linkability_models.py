@@ -1,4 +1,4 @@
-"""``k_linkability`` and ``k_diversity``: privacy models of sequential releases, verified against
+"""What ``k_linkability`` and ``k_diversity`` share: privacy models of sequential releases, verified against
 the whole history (after Shmueli et al., "Limiting disclosure of sensitive data in sequential
 releases of databases", Inf. Sci. 2012, and Shmueli & Tassa, "Privacy by diversity in sequential
 releases of databases", Inf. Sci. 2015 — neither is in the lab's papers folder; the definitions
@@ -26,6 +26,9 @@ the group, necessary for both (a respondent's candidate values lie in its group)
 the public views of every release of the run and counts the groups of the latest release holding
 a respondent below ``k``; ``levels``: the fewest candidate values of any respondent
 (``linkable_values``) and the fewest candidate records (``linkable_records``).
+
+Both models are :class:`LinkabilityModel` with their join (``pruned``):
+``cdpbench_ksaa.privacy_models.k_linkability`` and ``cdpbench_ksaa.privacy_models.k_diversity``.
 """
 
 from __future__ import annotations
@@ -56,11 +59,13 @@ class LinkabilityParams:
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
 
 
-class KLinkability(PrivacyModel):
-    """k-linkability (Shmueli et al. 2012): every respondent linkable to >= k distinct values through the natural join of the releases."""
+class LinkabilityModel(PrivacyModel):
+    """Every respondent of the latest release linkable to >= k distinct values through the join of
+    the releases so far: the natural join, or the full matching join when ``pruned`` (see the
+    module docstring); ``k_linkability`` and ``k_diversity`` are its subclasses."""
 
     Params = LinkabilityParams
-    pruned: ClassVar[bool] = False
+    pruned: ClassVar[bool]  # False: the natural join (k-linkability); True: the full matching join (k-diversity)
 
     def __init__(self, params=None):
         super().__init__(params)
@@ -132,8 +137,3 @@ class KLinkability(PrivacyModel):
         }
         return VerifyReport(len(groups) == 0, int(len(groups)), levels)
 
-
-class KDiversity(KLinkability):
-    """k-diversity (Shmueli & Tassa 2015): every respondent linkable to >= k distinct values through the full matching join."""
-
-    pruned: ClassVar[bool] = True

@@ -13,50 +13,20 @@ specialization from ANY, global recoding along the taxonomies, Score = Σ|qid|²
 Readings (the papers are not in papers/): both use the lab's ``tds`` loop and Score, not their
 papers' own search metrics (CELL's cell generalization, TDS4ASR's InfoGain / AnonymityLoss);
 ``tds`` generalizes categorical QIs along their taxonomies and splits numeric ones at the median.
+
+Both are :class:`TopDownBaseline` (they run ``anonymizer.tds``), each with its own history:
+``cdpbench_ksaa.anonymizers.cell`` and ``cdpbench_ksaa.anonymizers.tds4asr``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
-
-from cdpbench.data import History, Publication, Release
-from cdpbench.plugin import Anonymizer, PublishContext, plugin_ref
+from cdpbench.plugin import Anonymizer
 
 
-@dataclass
-class CellParams:
-    tds: Any = plugin_ref("anonymizer", "tds", "the top-down anonymizer run against the join with every earlier release (KSAA §1: CELL(FMJ))")
-
-
-class Cell(Anonymizer):
-    """CELL(FMJ) as KSAA's baseline: top-down global generalization, each step checked against the join with every earlier release."""
-
-    Params = CellParams
+class TopDownBaseline(Anonymizer):
+    """A top-down baseline: the plugin reference ``tds`` (``anonymizer.tds``) publishes, against the
+    history the baseline gives it (``cell``: every earlier release; ``tds4asr``: the previous one)."""
 
     def __init__(self, params=None):
         super().__init__(params)
         self.tds: Anonymizer = self.params.tds
-
-    def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        return self.tds.publish(release, ctx)
-
-
-@dataclass
-class TDS4ASRParams:
-    tds: Any = plugin_ref("anonymizer", "tds", "the top-down anonymizer run against the join with the previous release only (KSAA §1: TDS4ASR)")
-
-
-class TDS4ASR(Anonymizer):
-    """TDS4ASR (Wang & Fung 2006) as KSAA's baseline: top-down global generalization joined with the previous release only."""
-
-    Params = TDS4ASRParams
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self.tds: Anonymizer = self.params.tds
-
-    def publish(self, release: Release, ctx: PublishContext) -> Publication:
-        h = ctx.history
-        last = History(h.releases[-1:], h.publications[-1:])
-        return self.tds.publish(release, replace(ctx, history=last, model_context=replace(ctx.model_context, history=last)))

@@ -1,0 +1,1 @@
+"""BayFrame's estimator plugins."""

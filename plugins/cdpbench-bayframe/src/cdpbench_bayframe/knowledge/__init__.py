@@ -1,0 +1,1 @@
+"""BayFrame's background-knowledge plugins."""

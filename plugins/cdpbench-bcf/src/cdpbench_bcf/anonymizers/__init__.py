@@ -1,0 +1,1 @@
+"""The BCF package's anonymizers (``cdpbench.anonymizers``): ``tds`` and ``bcf``."""

@@ -1,0 +1,1 @@
+"""The BCF package's attackers (``cdpbench.attackers``): ``correspondence``, ``forward``, ``cross``, ``backward``."""

@@ -1,0 +1,1 @@
+"""The presets of cdpbench-bcf: ``+experiment=bcf/NAME`` (entry-point group ``cdpbench.presets``)."""

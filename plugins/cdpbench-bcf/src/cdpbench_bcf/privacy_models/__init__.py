@@ -1,0 +1,1 @@
+"""The BCF package's privacy model (``cdpbench.privacy_models``): ``bcf_anonymity``."""

@@ -1,0 +1,1 @@
+"""The classic anonymizer plugins."""

@@ -1,0 +1,1 @@
+"""The classic background-knowledge plugins."""

@@ -1,0 +1,1 @@
+"""The classic privacy-model plugins."""

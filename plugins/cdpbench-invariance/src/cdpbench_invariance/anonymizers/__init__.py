@@ -1,0 +1,1 @@
+"""The anonymizers of the invariance family, one module per registered plugin."""

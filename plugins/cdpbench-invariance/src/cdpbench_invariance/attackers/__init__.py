@@ -1,0 +1,1 @@
+"""The attacks on the invariance family, one module per registered plugin."""

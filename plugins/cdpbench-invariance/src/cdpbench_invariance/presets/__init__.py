@@ -1,0 +1,1 @@
+"""The presets of cdpbench-invariance: ``+experiment=invariance/NAME`` (entry-point group ``cdpbench.presets``)."""

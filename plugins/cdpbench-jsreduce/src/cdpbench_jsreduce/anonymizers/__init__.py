@@ -1,0 +1,1 @@
+"""The anonymizer of the JS-reduce plugin package, one module per registered plugin."""

@@ -1,0 +1,1 @@
+"""The presets of cdpbench-jsreduce: ``+experiment=js_reduce/NAME`` (entry-point group ``cdpbench.presets``)."""

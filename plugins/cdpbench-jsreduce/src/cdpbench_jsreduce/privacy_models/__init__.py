@@ -1,0 +1,1 @@
+"""The privacy model of the JS-reduce plugin package, one module per registered plugin."""

@@ -1,0 +1,1 @@
+"""The KSAA package's anonymizers (``cdpbench.anonymizers``): ``ksaa``, ``cell`` and ``tds4asr``."""

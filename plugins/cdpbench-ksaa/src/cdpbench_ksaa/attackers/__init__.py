@@ -1,0 +1,1 @@
+"""The KSAA package's attacker (``cdpbench.attackers``): ``linkage``."""

@@ -1,0 +1,1 @@
+"""The presets of cdpbench-ksaa: ``+experiment=ksaa/NAME`` (entry-point group ``cdpbench.presets``)."""

@@ -1,0 +1,90 @@
+"""``j_similarity_join``: KSAA's privacy model as its introduction states it — J-similarity
+(BayFrame, TDP 2019, Def. 7: k-anonymity, similar beliefs inside each group, basic β-likeness)
+"extended ... to be used in sequential releases": the beliefs judged are the defender's beliefs
+about each respondent *after the join* of the releases so far.
+
+The lab's reading: the defender's prior of each published record (the run's knowledge,
+``GroupBatch.prior``) is restricted to the values its respondent can be linked to through the
+join (:mod:`~cdpbench_ksaa.linkability`, full matching join by default) and renormalized (kept as it is when
+the join links the respondent to nothing), then the model of the plugin reference ``inner``
+(default: cdpbench-bayframe's ``j_similarity``; its k, J and beta are ``privacy_model.inner.k``,
+``.j``, ``.beta``) judges every group with those beliefs. ``accepts`` (single candidate groups,
+no history) is the inner model's own; ``accepts_publication``, ``violating_groups`` and
+``verify`` use the joined beliefs. At the first release there is nothing to join: it is the inner
+model (``j_similarity``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cdpbench.data import GroupBatch, Publication
+from cdpbench.errors import require
+from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
+
+from ..linkability import candidates
+from ..linkage_graph import TRANSITIONS
+
+
+@dataclass
+class JSimilarityJoinParams:
+    inner: Any = plugin_ref(
+        "privacy_model", "j_similarity",
+        "the model judging each group on the joined beliefs (BayFrame Def. 7 J-similarity; privacy_model.inner.k, "
+        ".j (largest JS divergence of the joined beliefs in a group, bits), .beta (basic beta-likeness))",
+    )
+    transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
+    pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
+
+    def __post_init__(self) -> None:
+        require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
+        require(isinstance(self.pruned, bool), "pruned", "true or false", self.pruned)
+
+
+class JSimilarityJoin(PrivacyModel):
+    """J-similarity over the joined releases (KSAA's model, lab reading): the defender's beliefs restricted by the linkage, then j_similarity."""
+
+    Params = JSimilarityJoinParams
+    needs_prior = True
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self.inner: PrivacyModel = self.params.inner
+
+    def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
+        return self.inner.accepts(batch, ctx)
+
+    def joined_batch(self, publication: Publication, ctx: ModelContext) -> GroupBatch:
+        """The publication's groups with each record's prior restricted by the join."""
+        prior = ctx.prior_for(publication)
+        if prior is None or not ctx.history.publications:
+            return publication.batch(prior)
+        views = [q.public() for q in ctx.history.publications] + [publication.public()]
+        cand = candidates(views, transitions=self.params.transitions, pruned=self.params.pruned)
+        m = prior.shape[1]
+        allowed = np.zeros((len(cand.respondent), m), dtype=bool)
+        allowed[cand.row, cand.nodes.value[cand.node]] = True
+        order = np.argsort(cand.respondent)
+        pos = np.minimum(np.searchsorted(cand.respondent[order], publication.respondent), len(order) - 1)
+        found = cand.respondent[order][pos] == publication.respondent
+        rows = np.where(found, order[pos], -1)
+        mask = np.where(rows[:, None] >= 0, allowed[np.maximum(rows, 0)], True)
+        joined = np.where(mask, prior, 0.0)
+        mass = joined.sum(axis=1, keepdims=True)
+        joined = np.where(mass > 0, joined / np.where(mass > 0, mass, 1.0), prior)
+        return publication.batch(joined)
+
+    def violating_groups(self, publication: Publication, ctx: ModelContext) -> np.ndarray:
+        if publication.n_groups == 0:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(~np.asarray(self.inner.accepts(self.joined_batch(publication, ctx), ctx), dtype=bool))
+
+    def accepts_publication(self, publication: Publication, ctx: ModelContext) -> bool:
+        return len(self.violating_groups(publication, ctx)) == 0
+
+    def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
+        bad = len(self.violating_groups(publication, ctx))
+        return VerifyReport(bad == 0, bad, self.inner.levels(publication, ctx))

@@ -1,0 +1,1 @@
+"""The presets of cdpbench-thirdparty: ``+experiment=thirdparty/NAME``."""
