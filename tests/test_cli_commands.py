@@ -67,7 +67,8 @@ def test_presets_and_option_groups_of_the_repository():
                               "invariance/fig5b", "invariance/fig6", "invariance/fig7", "invariance/fig8",
                               "invariance/fig9", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
                               "js_reduce/fig7", "js_reduce/fig8", "ksaa/compare", "matrix/bkseq", "matrix/churn",
-                              "matrix/cumulative", "matrix/sequential"]
+                              "matrix/cumulative", "matrix/sequential", "bayframe/exact_up_to/fig3",
+                              "bayframe/exact_up_to/fig4", "bayframe/exact_up_to/fig5", "bayframe/exact_up_to/fig6"]
     assert preset_options("experiment/matrix/defense") == ["bkaa", "bt_privacy", "js_reduce", "l_diversity", "t_closeness"]
     assert preset_options("experiment/bayframe/estimate") == ["bayframe_1", "bayframe_2", "jsreduce_1", "jsreduce_2"]
     assert preset_options("experiment/js_reduce/method") == METHODS

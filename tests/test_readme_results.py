@@ -144,6 +144,9 @@ method=a,a,n,1,1000.0
 method=a,a,n,2,2500.0
 method=b,b,gain,1,0.2
 method=b,b,gain,2,0.25
+method=a,a,g,1,0.2
+method=a,a,g,2,nan
+method=a,a,g,3,0.4
 sweep,,wall_s,0,44.2
 """
 
@@ -164,6 +167,8 @@ def results(tmp_path):
     ("{mean(gain, 2, 3):.1f}", "0.4"),
     ("{max(gain, 1, 1)}", "0.1"),
     ("{first(gain)} / {last(gain)} / {count(gain)}", "0.1 / 0.3 / 3"),
+    ("{mean_defined(g):.2f} over {count(g) - undefined(g):d} of {count(g):d}", "0.30 over 2 of 3"),
+    ("{mean_defined(gain):.2f} {undefined(gain):d}", "0.30 0"),
     ("{first_step_above(gain, 0.2)}", "2"),
     ("{first_step_above(gain, 0.9)}", "never"),
     ("{first_step_below(gain, 0.4)}", "1"),

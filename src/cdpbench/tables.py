@@ -40,7 +40,9 @@ brace). EXPR is a small language parsed here — never ``eval``, and no spec can
   ``[run=LABEL]`` names a run alone, e.g. ``wall_s[run=sweep]``, the sweep's wall time);
 * series functions of a reference: ``at(m, STEP)``, ``mean(m)``, ``min(m)``, ``max(m)``,
   ``sum(m)`` (each optionally over steps ``FROM, TO``), ``first(m)``, ``last(m)``,
-  ``count(m)``, ``first_step_above(m, X)`` / ``first_step_below(m, X)`` (the first step whose
+  ``count(m)``, ``undefined(m)`` (the number of steps whose value is nan, e.g. a gain over no
+  published record) and ``mean_defined(m)`` (the mean over the other steps),
+  ``first_step_above(m, X)`` / ``first_step_below(m, X)`` (the first step whose
   value is > X / < X, else the text ``never``), ``step_of_max(m)``, ``step_of_min(m)``;
 * ``param(NAME)``: the selected run's value of a swept parameter;
 * numbers, ``"text"``, ``+ - * /``, parentheses, comparisons ``< <= > >= == !=`` (1 or 0 in
@@ -346,7 +348,8 @@ def _first_step(series, args, func, above: bool):
 
 SERIES = {
     "at": None, "mean": None, "min": None, "max": None, "sum": None, "first": None, "last": None,
-    "count": None, "first_step_above": None, "first_step_below": None, "step_of_max": None,
+    "count": None, "mean_defined": None, "undefined": None,
+    "first_step_above": None, "first_step_below": None, "step_of_max": None,
     "step_of_min": None,
 }
 PLAIN = {"param", "if", "bold", "greatest", "least", "abs"}
@@ -470,6 +473,13 @@ class Evaluator:
             return series[steps[-1]]
         if f == "count":
             return float(len(steps))
+        if f == "undefined":
+            return float(sum(1 for step in steps if math.isnan(series[step])))
+        if f == "mean_defined":
+            vals = [series[step] for step in steps if not math.isnan(series[step])]
+            if not vals:
+                raise SpecError("mean_defined: every step is undefined (nan)")
+            return math.fsum(vals) / len(vals)
         if f == "step_of_max":
             return max(steps, key=lambda s: (series[s], -s))
         return min(steps, key=lambda s: (series[s], s))  # step_of_min

@@ -22,7 +22,6 @@ from cdpbench.plugin import GroupExtension, ModelContext, PublishContext
 from cdpbench.registry import default_registry
 from cdpbench.schema import CategoricalQI, NumericQI, Schema, Sensitive
 from cdpbench.taxonomy import Taxonomy
-from cdpbench_bayframe.estimators.bayesian import BayesianEstimator
 from cdpbench.greedy import prefix_judge as _prefix_judge
 from cdpbench_bayframe.anonymizers.bkaa import BKAA, greedy_partition, npn_coordinates, npn_order
 from cdpbench_bayframe.privacy_models.j_similarity import JSimilarity, JSimilarityExtension, JSimilarityParams, js_divergence, likeness_gain
@@ -91,7 +90,7 @@ def contexts(release: Release, prior: np.ndarray, params: JSimilarityParams, tab
 def test_extension_equals_accepts_on_bkseq_releases_with_bayframe_beliefs():
     reg = default_registry()
     dataset = reg.create("dataset", "bkseq", {"releases": 4, "tuples": 1500})
-    knowledge, estimator = reg.create("knowledge", "bayframe"), BayesianEstimator()
+    knowledge, estimator = reg.create("knowledge", "bayframe"), reg.create("estimator", "bayesian")
     # j = 0.5 (was 0.6): with bkseq's exact first-appearance BK_sv (deaths/discharges possible at a
     # first tuple) the beliefs diverge less and j = 0.6 no longer gets stuck or suppresses anything
     params = JSimilarityParams(k=3, beta=5.0, j=0.5)

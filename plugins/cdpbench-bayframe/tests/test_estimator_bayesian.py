@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from cdpbench.errors import ConfigError, DataError
+from cdpbench.registry import default_registry
 from cdpbench_bayframe.estimators.bayesian import (
-    BayesianEstimator,
     BayesianParams,
     CompromisedRecords,
     bayesian_posterior,
@@ -459,14 +459,14 @@ def test_many_groups_at_once_equal_each_group_alone():
 
 # ---------------------------------------------------------------------------- the plugin
 def test_estimator_without_weights_gives_the_group_frequencies():
-    estimator = BayesianEstimator()
+    estimator = default_registry().create("estimator", "bayesian")
     sensitive = np.array([0, 1, 1, 2, 2, 2, 3])
     segment = np.array([0, 0, 0, 1, 1, 2, 1])
     post = estimator.posterior(None, sensitive, segment, 3, 4)
     assert np.allclose(post[segment == 0], [1 / 3, 2 / 3, 0, 0], atol=1e-15)
     assert np.allclose(post[segment == 1], [0, 0, 2 / 3, 1 / 3], atol=1e-15)
     assert post[segment == 2].tolist() == [[0.0, 0.0, 1.0, 0.0]]
-    with_prior = BayesianEstimator(BayesianParams(a=2.0)).posterior(RAW_RPD, GROUP3_VALUES, np.zeros(3), 1, 3)
+    with_prior = default_registry().create("estimator", "bayesian", {"a": 2.0}).posterior(RAW_RPD, GROUP3_VALUES, np.zeros(3), 1, 3)
     # a = 2: (2·2! + [u]) / (2·3! + 1) = 5/13 on the observed value
     assert with_prior[CAYLA].tolist() == pytest.approx([5 / 13, 4 / 13, 4 / 13], abs=1e-15)
 
@@ -475,7 +475,7 @@ def test_estimator_generator_is_seeded_on_the_instance():
     # Example 2's tie (pm0 / pm1) is broken by the instance's generator: same seed, same sequence;
     # the generator advances from call to call, so one instance reaches both maxima
     def dior_on_gerd(seed: int) -> list[bool]:
-        estimator = BayesianEstimator(BayesianParams(seed=seed))
+        estimator = default_registry().create("estimator", "bayesian", {"seed": seed})
         return [
             bool(estimator.posterior(RAW_RPD, GROUP3_VALUES, np.zeros(3), 1, 3)[DIOR, GERD] > 0.4) for _ in range(12)
         ]
@@ -535,3 +535,88 @@ def test_large_groups_skip_the_matching_without_changing_a_bit():
     counts = np.bincount(sensitive, minlength=6)[None, :]
     uniform = closed_form_posterior(counts, np.zeros(n, dtype=np.int64), np.full(n, -1), np.zeros((n, 6)), 1.0)
     assert not np.array_equal(got, uniform)
+
+
+# ------------------------------------------------------------------ the paper's procedure (exact_up_to)
+def _random_publication(rng, n_groups=12, m=5, low=1, high=9):
+    sizes = rng.integers(low, high, n_groups)
+    segment = np.repeat(np.arange(n_groups), sizes)
+    sensitive = rng.integers(0, m, len(segment))
+    weights = rng.dirichlet(np.ones(m), len(segment))
+    return segment, sensitive, weights, sizes
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("threshold", [1, 2, 3, 5])
+def test_exact_up_to_is_the_exact_form_below_and_the_omega_estimate_above(seed, threshold):
+    """Groups of at most ``exact_up_to`` tuples get the exact posterior (bit for bit what the exact
+    form gives those groups alone, the same generator stream for u), larger ones Li et al.'s
+    Ω-estimate of the same (group-restricted) prior rows."""
+    from cdpbench.registry import default_registry
+
+    reg = default_registry()
+    omega = reg.create("estimator", "omega", {})
+    rng = np.random.default_rng(seed)
+    segment, sensitive, weights, sizes = _random_publication(rng)
+    m, G = weights.shape[1], len(sizes)
+    got = bayesian_posterior(weights, sensitive, segment, G, m, rng=np.random.default_rng(7),
+                             exact_up_to=threshold, large_groups=omega)
+    small = sizes[segment] <= threshold
+    if small.any():
+        keep_groups = np.flatnonzero(sizes <= threshold)
+        renumber = np.full(G, -1)
+        renumber[keep_groups] = np.arange(len(keep_groups))
+        exact = bayesian_posterior(weights[small], sensitive[small], renumber[segment[small]], len(keep_groups), m,
+                                   rng=np.random.default_rng(7))
+        np.testing.assert_array_equal(got[small], exact)
+    if (~small).any():
+        present = np.zeros((G, m), dtype=bool)
+        present[segment, sensitive] = True
+        restricted = group_restricted_prior(weights, present[segment])
+        expected = omega.posterior(restricted[~small], sensitive[~small], segment[~small], G, m)
+        np.testing.assert_allclose(got[~small], expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_exact_up_to_null_is_the_exact_form_bit_for_bit():
+    rng = np.random.default_rng(3)
+    segment, sensitive, weights, sizes = _random_publication(rng, n_groups=20, high=25)
+    m, G = weights.shape[1], len(sizes)
+    plain = bayesian_posterior(weights, sensitive, segment, G, m, rng=np.random.default_rng(1))
+    none = bayesian_posterior(weights, sensitive, segment, G, m, rng=np.random.default_rng(1), exact_up_to=None)
+    above_all = bayesian_posterior(weights, sensitive, segment, G, m, rng=np.random.default_rng(1),
+                                   exact_up_to=int(sizes.max()), large_groups=object())  # never asked
+    np.testing.assert_array_equal(plain, none)
+    np.testing.assert_array_equal(plain, above_all)
+
+
+def test_exact_up_to_with_a_certain_compromised_record_shrinks_the_group_first():
+    """§4.4: a certain entry (CR = 1) leaves its group before the size is compared: a group of 3
+    with one certain entry is a group of 2, exact under exact_up_to = 2."""
+    from cdpbench.registry import default_registry
+
+    omega = default_registry().create("estimator", "omega", {})
+    weights = np.array([[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.3, 0.3, 0.4]])
+    sensitive, segment = np.array([0, 1, 2]), np.zeros(3, dtype=int)
+    certain = ([2], [2], [1.0])
+    got = bayesian_posterior(weights, sensitive, segment, 1, 3, rng=np.random.default_rng(0), compromised=certain,
+                             exact_up_to=2, large_groups=omega)
+    exact = bayesian_posterior(weights, sensitive, segment, 1, 3, rng=np.random.default_rng(0), compromised=certain)
+    np.testing.assert_array_equal(got, exact)
+    omega_rows = bayesian_posterior(weights, sensitive, segment, 1, 3, rng=np.random.default_rng(0),
+                                    compromised=certain, exact_up_to=1, large_groups=omega)
+    np.testing.assert_array_equal(omega_rows[2], [0.0, 0.0, 1.0])  # the certain respondent, one-hot either way
+    assert not np.allclose(omega_rows[:2], exact[:2])
+
+
+def test_exact_up_to_from_a_config_reaches_the_attacker_and_its_estimator():
+    from cdpbench.registry import default_registry
+
+    reg = default_registry()
+    est = reg.create("estimator", "bayesian", {"exact_up_to": 2, "large_groups": {"name": "frequency"}})
+    assert est.params.exact_up_to == 2 and type(est.params.large_groups).__name__ == "Frequency"
+    attacker = reg.create("attacker", "bayframe", {"estimator": {"name": "bayesian", "exact_up_to": 3}})
+    assert attacker.params.estimator.params.exact_up_to == 3
+    assert type(attacker.params.estimator.params.large_groups).__name__ == "OmegaEstimate"
+    with pytest.raises(ConfigError, match=r"attacker.estimator.exact_up_to must be an integer >= 1 or null \(got 0\)"):
+        reg.create("attacker", "bayframe", {"estimator": {"name": "bayesian", "exact_up_to": 0}}, "attacker")

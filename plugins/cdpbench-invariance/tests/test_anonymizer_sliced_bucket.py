@@ -36,8 +36,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from cdpbench.data import History
+from cdpbench.errors import ConfigError
 from cdpbench.plugin import ModelContext, PublishContext
 from cdpbench_invariance.anonymizers.sliced_bucket import SlicedBucket, SlicedBucketParams
 
@@ -49,10 +51,10 @@ T4A = [(P, 30, 4), (S1, 31, 0), (S2, 50, 5), (Y, 32, 1)]
 T4B = [(P, 30, 4), (S1, 31, 0), (S2, 50, 5), (Y1, 32, 1), (Y2, 33, 1), (Y3, 34, 1)]
 
 
-def run(tables):
-    """Publish ``tables`` in order; per release the publication and Cach after it as sorted
-    (respondent, value, copy) triples."""
-    anon = SlicedBucket(SlicedBucketParams(m=2, shuffle=False))
+def run(tables, **params):
+    """Publish ``tables`` in order (``params``: further anonymizer parameters); per release the
+    publication and Cach after it as sorted (respondent, value, copy) triples."""
+    anon = SlicedBucket(SlicedBucketParams(m=2, shuffle=False, **params))
     history, out = History(), []
     for t, rows in enumerate(tables, start=1):
         rel = release(t, rows)
@@ -101,3 +103,59 @@ def test_paper_p13_is_cached_once():
     fx.run(anon)
     p13 = [(e.value, e.copy) for e in anon.cache if e.respondent == fx.IDS["p13"]]
     assert p13 == [(fx.DISEASES.index("Pneumonia"), False)]
+
+
+# ---------------------------------------------------------------------------- Cach update readings
+# cache_duplicate / cache_single (README, "Readings chosen where the paper is ambiguous"): how the
+# Cach update of each release after the first treats the new tuples; the first release's Cach
+# creation (Algorithm 2, Table 1a -> 1b) never changes.
+
+
+def test_cache_duplicate_last_moves_the_last_new_tuple_of_a_repeated_value():
+    """T4b with ``cache_duplicate: last``: of Y1, Y2, Y3 (v1) Y3 moves to Cach, not Y1 (§5.2: of p10
+    and p11, "say p11"); Y1, Y2 need two v0, Cach has one (S1): bucket {S1, Y1}, Y2 delayed."""
+    *_, (t4, c4) = run(THREE_UPDATES + [T4B], cache_duplicate="last")
+    assert buckets(t4) == [([P, S2], {4, 5}), ([S1, Y1], {0, 1})]
+    assert sorted(t4.suppressed.tolist()) == [Y2, Y3]
+    assert c4 == [(S2, 5, True), (Y2, 1, False), (Y3, 1, False)]
+
+
+def test_cache_single_hold_holds_a_lone_new_value_in_cach():
+    """``cache_single: hold``: a value held by one new tuple moves the tuple itself to Cach, no copy
+    (§5.2: p9 "is cached in Cach table till next release"); it is published only when a bucket
+    takes it from Cach. T1 (the Cach creation) still copies P and Q. T2: R is held; P's new
+    signature takes R from Cach, as itself: the same bucket as by default, and Cach keeps no copy.
+    T3: S1 and S2 are held; P takes S2; S1 stays delayed. T4a: Y is held too. Held records form no
+    bucket among themselves (assignment runs on the new tuples, Cach only tops them up), so S1 and
+    Y, which the default publishes together, both stay delayed."""
+    (t1, c1), (t2, c2), (t3, c3), (t4, c4) = run(THREE_UPDATES + [T4A], cache_single="hold")
+    assert buckets(t1) == [([P, Q], {0, 1})] and c1 == [(P, 0, True), (Q, 1, True)]
+    assert buckets(t2) == [([P, R], {2, 3})] and c2 == []
+    assert buckets(t3) == [([P, S2], {4, 5})] and t3.suppressed.tolist() == [S1] and c3 == [(S1, 0, False)]
+    assert buckets(t4) == [([P, S2], {4, 5})] and sorted(t4.suppressed.tolist()) == [S1, Y]
+    assert c4 == [(S1, 0, False), (Y, 1, False)]
+    assert [t.info["duplicated"] for t in (t1, t2, t3, t4)] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("field, bad, allowed", [("cache_duplicate", "middle", "'first', 'last'"),
+                                                 ("cache_single", "move", "'copy', 'hold'")])
+def test_cache_reading_parameters_are_checked(field, bad, allowed):
+    with pytest.raises(ConfigError, match=rf"^{field} must be one of {allowed} \(got '{bad}'\)$"):
+        SlicedBucketParams(**{field: bad})
+
+
+@pytest.mark.parametrize("params", [{"cache_duplicate": "last"}, {"cache_single": "hold"},
+                                    {"cache_duplicate": "last", "cache_single": "hold"}])
+@pytest.mark.parametrize("seed, m", [(0, 2), (1, 3), (3, 4)])
+def test_cache_readings_keep_the_guarantees_on_churn(params, seed, m):
+    """On random churn the other readings still verify (m-unique, signatures equal or disjoint over
+    each history), use no counterfeit, and the collusion attack narrows no one."""
+    from test_invariance_properties import disclosures, publish_all, scenario, verify_all
+    from cdpbench_invariance.history_verifier import MUniqueParams
+    from cdpbench_invariance.privacy_models.sliced_bucket import SlicedBucketModel
+
+    releases = scenario(seed)
+    pubs = publish_all(SlicedBucket(SlicedBucketParams(m=m, **params)), releases)
+    assert all(r.satisfied for r in verify_all(SlicedBucketModel(MUniqueParams(m=m)), releases, pubs))
+    assert not any(p.counterfeit.any() for p in pubs)
+    assert disclosures(releases, pubs) == [0] * len(releases)

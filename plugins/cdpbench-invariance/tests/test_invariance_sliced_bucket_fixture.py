@@ -131,12 +131,13 @@ def test_t1_buckets_and_cells(published):
     }
 
 
-# Where T2 and T3 differ from the paper (spec §3.1, §3.5 item 5): at T2, Algorithm 2's rule as Table
-# 1a shows it ("the first of a repeated value moves to Cach") moves p10, not p11 as §5.2 says ("say
-# p11"), so updated p3 (Glaucoma) pairs with the nearest new tuple of an allowed value, p9 (Malaria),
-# and p8 (Dyspepsia) with p11 (new tuples before Cach, Algorithm 5's order); the paper pairs p3 with
-# p10 and p8 with ch3. At T3 p12 then pairs with p9 instead of p10. The other buckets and all their
-# cells are the paper's.
+# Where T2 and T3 differ from the paper under the default readings (spec §3.1, §3.5 item 5): at T2,
+# Algorithm 2's rule as Table 1a shows it ("the first of a repeated value moves to Cach") moves p10,
+# not p11 as §5.2 says ("say p11"), so updated p3 (Glaucoma) pairs with the nearest new tuple of an
+# allowed value, p9 (Malaria), and p8 (Dyspepsia) with p11 (new tuples before Cach, Algorithm 5's
+# order); the paper pairs p3 with p10 and p8 with ch3. At T3 p12 then pairs with p9 instead of p10.
+# The other buckets and all their cells are the paper's. Both choices are parameters
+# (cache_duplicate, cache_single): the paper's printed choices are tested below the default ones.
 T2 = [["ch1", "p1"], ["ch2", "p7"], ["p11", "p8"], ["p3", "p9"], ["p5", "p6"]]
 T3 = [["ch1", "p1"], ["ch2", "ch4"], ["p11", "p8"], ["p12", "p9"], ["p3", "p4"], ["p5", "p6"]]
 
@@ -188,3 +189,118 @@ def test_collusion_discloses_p3_under_tau_safe_lk_only(published):
     assert tau[2].posterior[p3, DISEASES.index("SSM-pos")] == 1.0  # p3's true value at T3
     views = [pub.public() for pub in published]
     assert [shrunk(r, v) for r, v in zip(attack(published), views)] == [0, 0, 0]
+
+
+# ---------------------------------------------------------------------------- the paper's printed choices
+# §5.2, T2: "Because of the same sensitive values for p10 and p11, one of the sensitive values say p11
+# is stored in Cach. Since p9 is the last tuple to accommodate and can use a tuple from Cach to create
+# a new signature but the algorithm does not do so because this will empty the Cach. Instead p9 is
+# cached in Cach table till next release." As parameters of the Cach update after the first release:
+PRINTED = {"cache_duplicate": "last", "cache_single": "hold"}
+# Tables 7 and 8 as printed: buckets (sorted names) and cells (age, gender, zip)
+TABLE_7 = {("ch1", "p1"): ("21-22", "M", "4790*"), ("p10", "p3"): ("33-45", "F", "4790*"),
+           ("p5", "p6"): ("54", "*", "4790*"), ("ch2", "p7"): ("60-64", "*", "4730*"),
+           ("ch3", "p8"): ("22-65", "*", "4730*")}
+TABLE_8 = {("ch1", "p1"): ("21-22", "M", "4790*"), ("p3", "p4"): ("33-58", "F", "47905"),
+           ("p10", "p12"): ("40-45", "*", "47***"), ("p5", "p6"): ("54", "*", "4790*"),
+           ("ch2", "ch4"): ("60-64", "*", "4730*"), ("ch3", "p8"): ("22-65", "*", "4730*")}
+
+
+@pytest.fixture(scope="module")
+def printed():
+    """The publications and the anonymizer (its Cach after T3) under the paper's printed choices."""
+    anon = SlicedBucket(SlicedBucketParams(m=2, shuffle=False, **PRINTED))
+    return run(anon), anon
+
+
+def test_printed_choices_leave_t1_as_table_6(printed, published):
+    """The parameters act at the Cach updates after the first release: T1 (Tables 1b, 1c, 6) is
+    the default's."""
+    pubs, _ = printed
+    assert buckets(pubs[0]) == buckets(published[0]) == [["p1", "p2"], ["p3", "p4"], ["p5", "p6"], ["p7", "p8"]]
+    assert cells(pubs[0]) == cells(published[0])
+
+
+def test_printed_choices_give_table_7(printed):
+    """T2 is Table 7, buckets and cells: p11 moves to Cach (cache_duplicate=last), so p3 pairs with
+    p10; p9 is held in Cach (cache_single=hold), so no new tuple is left for p8, which takes ch3 from
+    Cach (Flu: the most frequent value of the release that p8 may take)."""
+    pubs, _ = printed
+    assert cells(pubs[1]) == TABLE_7
+    assert IDS["p9"] in pubs[1].suppressed and IDS["p11"] in pubs[1].suppressed
+    assert pubs[1].info["duplicated"] == 0 and not pubs[1].counterfeit.any()
+
+
+def test_printed_choices_give_table_8_but_for_the_two_flu_dyspepsia_buckets(printed):
+    """T3 is Table 8 except two buckets: a third contradiction in the paper. Table 7 gives updated
+    p8 the new signature {Dyspepsia, Flu} (with ch3), which is p5's and p6's signature since Table 6.
+    At T3 all four are in T_s ("at time 3 T s ={p1, p5, p6, p8, p10, ch1, ch2, ch3}", §5.4 (iii)),
+    and "Records in T s get the same signatures from Tr−1"; "Each SBUC has a unique signature
+    created", and Algorithm 4 puts each record in the SBUC of its signature ("SB =
+    Crt_SBkt(Sig(STr−1 (t))) ... put(SB, t) if (SB ∉ SBUC) then SBUC = SBUC ∪ {SB}"), so p5, p6,
+    p8, ch3 form one SBUC, which Algorithm 7 partitions anew ("Crt_new_SBkt(Sig(SBUCnew ) =
+    Sig(SBUC), with min. interval w.r.t. AQI"). Table 8 instead prints T2's two buckets {p5, p6}
+    and {p8, ch3} unchanged. The lab follows the algorithms (one bucket per kept signature, then
+    Xiao & Tao's split along the QI column of widest spread, here gender): {ch3, p6} (F) and
+    {p5, p8} (M). The other four buckets and their cells are Table 8's."""
+    pubs, _ = printed
+    flu_dyspepsia = {"Flu", "Dyspepsia"}
+    assert sorted(key for key, sig in signatures(pubs[1]).items() if sig == flu_dyspepsia) == [("ch3", "p8"), ("p5", "p6")]
+    printed_only = {("p5", "p6"), ("ch3", "p8")}
+    lab = {("ch3", "p6"): ("22-54", "F", "47***"), ("p5", "p8"): ("54-65", "M", "47***")}
+    assert cells(pubs[2]) == {k: v for k, v in TABLE_8.items() if k not in printed_only} | lab
+    assert {signatures(pubs[2])[k] == flu_dyspepsia for k in lab} == {True}
+
+
+def signatures(pub):
+    """Each bucket's signature (set of disease names), keyed like :func:`cells`."""
+    out = {}
+    for g in range(pub.n_groups):
+        inside = pub.group == g
+        key = tuple(sorted(NAME.get(int(r), "dup") for r in pub.respondent[inside]))
+        out[key] = {DISEASES[int(v)] for v in pub.sensitive[inside]}
+    return out
+
+
+def test_printed_choices_cache_table_1b_last_rows(printed):
+    """Table 1b (the cumulative Cach, spec §3.1) ends with 52 F 47907 Malaria, 32 M 47955 Diarrhea,
+    52 M 47915 Pneumonia: p9, p11, p13, each once. Under the printed choices these are exactly the
+    records the updates at T2 and T3 leave in Cach, in that order, as themselves (no copies); p12
+    (Glaucoma), held at T3, is taken from Cach at once to balance p10's bucket. Under the defaults
+    the updates leave a copy of p9, p10 (moved), a copy of p12, and p13."""
+    first = {"ch1", "ch3", "p3", "r4", "ch2", "r7", "ch4", "r9"}  # Table 1b's first 8 rows (T1's Cach)
+
+    def added(anon):
+        return [(NAME[e.respondent], DISEASES[e.value], e.copy) for e in anon.cache if NAME[e.respondent] not in first]
+
+    assert added(printed[1]) == [("p9", "Malaria", False), ("p11", "Diarrhea", False), ("p13", "Pneumonia", False)]
+    default = SlicedBucket(SlicedBucketParams(m=2, shuffle=False))
+    run(default)
+    assert added(default) == [("p9", "Malaria", True), ("p10", "Diarrhea", False), ("p12", "Glaucoma", True),
+                              ("p13", "Pneumonia", False)]
+
+
+@pytest.mark.parametrize("choice, t2", [
+    # "say p11" alone: p3 pairs with p10 as printed; p9 is a new tuple and fills p8's bucket before Cach
+    ({"cache_duplicate": "last"}, [["ch1", "p1"], ["ch2", "p7"], ["p10", "p3"], ["p5", "p6"], ["p8", "p9"]]),
+    # p9 held alone: p8 pairs with ch3 as printed; p10 moved to Cach, p3 pairs with the new tuple p11
+    ({"cache_single": "hold"}, [["ch1", "p1"], ["ch2", "p7"], ["ch3", "p8"], ["p11", "p3"], ["p5", "p6"]]),
+])
+def test_each_printed_choice_alone_explains_one_t2_bucket(choice, t2):
+    pubs = run(SlicedBucket(SlicedBucketParams(m=2, shuffle=False, **choice)))
+    assert buckets(pubs[0]) == [["p1", "p2"], ["p3", "p4"], ["p5", "p6"], ["p7", "p8"]]
+    assert buckets(pubs[1]) == t2
+
+
+def test_printed_choices_verify_and_disclose_no_one(printed):
+    pubs, _ = printed
+    model = SlicedBucketModel(MUniqueParams(m=2))
+    history = History()
+    for rel, pub in zip(tables(), pubs):
+        report = model.verify(pub, ModelContext(SCHEMA, rel.sensitive_distribution(), history=history, release=rel))
+        assert report.satisfied and report.violations == 0
+        assert not pub.counterfeit.any()
+        history.releases.append(rel)
+        history.publications.append(pub)
+    views = [pub.public() for pub in pubs]
+    assert [shrunk(r, v) for r, v in zip(attack(pubs), views)] == [0, 0, 0]

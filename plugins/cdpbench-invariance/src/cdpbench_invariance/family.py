@@ -7,7 +7,10 @@ Per release r (slicedBucket Algorithm 1; Xiao & Tao's m-invariance for the steps
 1. **Cach update** (``filler="cache"`` only; Algorithm 2 on the new tuples, Algorithm 5's first
    lines): among the new tuples (never published, not cached), for each value held by several,
    the first in table order *moves* to Cach (delayed); a value held once is *copied* to Cach and
-   stays. Cach entries whose respondent left the table, or whose value changed, are dropped.
+   stays. At the releases after the first (Algorithm 5's update) the policy may move the last of
+   a repeated value instead (``cache_duplicate="last"``) and hold a value held once in Cach instead
+   of copying it (``cache_single="hold"``). Cach entries whose respondent left the table, or whose
+   value changed, are dropped.
 2. **Classification**: a respondent published at r-1 with the same value keeps its signature
    (T_s). An updated (T_u) or re-inserted (T_r) respondent keeps or reuses a signature as the
    policy's ``scope`` allows, else needs a new one that holds its value and avoids the values the
@@ -119,6 +122,7 @@ class InvariantAnonymizer(Anonymizer):
         super().__init__(params)
         self.signatures = Signatures()
         self.cache: list[CacheEntry] = []
+        self.cache_created = False  # Cach made from a first release (Algorithm 2); later ones update it
         self.present: set[int] = set()  # respondents of the previous release's table
 
     def threshold(self, ctx: PublishContext) -> tuple[int, str]:
@@ -189,19 +193,25 @@ class InvariantAnonymizer(Anonymizer):
                         forbidden |= old
                     constrained.append((i, forbidden))
 
-        # Cach update from the new tuples (Algorithm 2 / Algorithm 5, first lines)
+        # Cach creation (Algorithm 2, first release) / update from the new tuples (Algorithm 5, first lines)
         if pol.filler == "cache":
+            update = self.cache_created  # a later release: the policy's cache_duplicate / cache_single apply
             by_value: dict[int, list[int]] = {}
             for i in new:
                 by_value.setdefault(int(value[i]), []).append(i)
             moved = set()
             for v, rows in by_value.items():
                 if len(rows) > 1:
+                    row = rows[-1] if update and pol.cache_duplicate == "last" else rows[0]
+                    moved.add(row)
+                    self.cache.append(CacheEntry(int(resp[row]), v, False))
+                elif update and pol.cache_single == "hold":
                     moved.add(rows[0])
                     self.cache.append(CacheEntry(int(resp[rows[0]]), v, False))
                 else:
                     self.cache.append(CacheEntry(int(resp[rows[0]]), v, True))
             new = [i for i in new if i not in moved]
+            self.cache_created = True
 
         state = _Release(self, release, pts, value, resp, row_of, new, m)
         buckets: list[tuple[int, list[int]]] = []

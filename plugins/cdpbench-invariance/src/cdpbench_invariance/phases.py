@@ -58,11 +58,14 @@ class Policy:
     Del signature when that holds its value, else one disjoint from it (τ-safety: only T_{r-1}
     is checked); ``"history"`` — an updated or re-inserted respondent reuses an earlier signature
     holding its value (Upd, Del), else gets one disjoint from every earlier one (slicedBucket).
-    ``filler``: ``"counterfeit"`` or ``"cache"``."""
+    ``filler``: ``"counterfeit"`` or ``"cache"``. ``cache_duplicate`` and ``cache_single``: the
+    Cach update of the releases after the first (slicedBucket's parameters of the same names)."""
 
     scope: str
     filler: str
     cache_reserve: int = 0  # Cach tuples kept per value when Cach is asked for eligibility (spec §3.5.5)
+    cache_duplicate: str = "first"  # which new tuple of a repeated value moves to Cach: "first" | "last"
+    cache_single: str = "copy"  # a value held by one new tuple: "copy" it to Cach | "hold" the tuple in Cach
 
 
 @dataclass

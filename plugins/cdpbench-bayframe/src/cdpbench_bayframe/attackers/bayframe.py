@@ -7,8 +7,12 @@ Per public view, as the framework cycle of Fig. 2 runs it on the adversary's sid
    default the ``bayframe`` knowledge (:mod:`cdpbench_bayframe.knowledge.bayframe`): PD_sv for a
    new respondent, Eq. 3 for one published in the last release, its last RPD otherwise, with d,
    the revision, PD_sv and PD_cor at ``attacker.knowledge.steps`` / ``.revision`` / ``.sv`` /
-   ``.correlation``. The knowledge is given the respondents' ids and exact QIs, not their
-   sensitive values (the release it is given holds zeros);
+   ``.correlation``. The knowledge is given the view's respondents as the population holds them
+   (ids, exact QIs and sensitive values): a PD_sv mined from the table (``sv=kernel``, BayFrame
+   §6.1's Adult, "PD_sv is extracted as in JS-reduce") is mined from the data to be released, as
+   JS-reduce §5.1 extracts BK_sv ("from the same data that are going to be generalized and
+   released, as done in [17]"), the worst case classic's ``snapshot`` adversary takes too; the
+   ``model`` and ``uniform`` PD_sv and the revision (Eq. 3) read no sensitive value;
 2. compromised records (Def. 4): each published respondent is compromised independently with
    probability ``sigma`` in each release, and the adversary learns its true value with
    confidence ``cr`` (spec reading 1.7.6: one entry CR(v, true s) = cr, no other entries). The
@@ -32,7 +36,8 @@ Per public view, as the framework cycle of Fig. 2 runs it on the adversary's sid
 
 The result marks the compromised respondents (``AttackResult.given``), so the belief metrics also
 report the gains over the non-compromised records only (Fig. 4b); ``extra`` counts them.
-The adversary never reads ``population.sensitive`` but for the records it compromises.
+The adversary reads ``population.sensitive`` only for the records it compromises and, with
+``sv=kernel``, to mine PD_sv (step 1).
 """
 
 from __future__ import annotations
@@ -98,12 +103,12 @@ class BayFrameAttacker(Attacker):
         respondent = np.asarray(view.respondent, dtype=np.int64)
         population = ctx.population
         rows, found = rows_of(population.respondent, respondent)
-        known = Release(  # ids and exact QIs of the view's respondents, no sensitive values
+        known = Release(  # the view's respondents as the population holds them (step 1)
             t=view.t,
             schema=population.schema,
             respondent=respondent[found],
             qi=population.qi[rows[found]],
-            sensitive=np.zeros(int(found.sum()), dtype=np.int64),
+            sensitive=population.sensitive[rows[found]],
             truth=population.truth,
         )
         rpd = np.full((len(respondent), m), 1.0 / m)
@@ -130,6 +135,7 @@ class BayFrameAttacker(Attacker):
             posterior = bayesian_posterior(
                 weights, view.sensitive, view.group, view.n_groups, m,
                 a=self.bayesian.params.a, normalize=self.bayesian.params.normalize, rng=ctx.rng, compromised=entries,
+                exact_up_to=self.bayesian.params.exact_up_to, large_groups=self.bayesian.params.large_groups,
             )
         self.knowledge.revise(view, posterior, np.where(found, respondent, -1))
         extra = {"compromised": float(len(cr_rows))} if p.cascading != "none" else {}

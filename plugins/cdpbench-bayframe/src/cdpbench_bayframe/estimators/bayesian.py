@@ -35,6 +35,19 @@ perfect matching (Hungarian algorithm, scipy's ``linear_sum_assignment``), one c
 only where it can change a bit of the result: 1/(n−1)! < a·2^-54 is below half an ulp of every
 term it is added to (n >= 20 for a = 1), so larger groups need no matching.
 
+**The paper's procedure for large groups** (``exact_up_to``). "Computing the exact posterior
+belief is intractable [13]. There are |Q|! possible permutations in every QI-group [...] we compute
+posterior beliefs by the Ω-estimate method proposed by Li et al. [13] when a QI-group is large"
+(§4.3.1); no size is given. The only number the text ties to it is §5.3's cost "O(min(|Q|!,
+|Q|)), since the cost of the Bayesian-based estimator is O(|Q|!) while the Ω-estimator takes
+O(|Q|)": read literally, the cheaper of the two per group, i.e. exact while |Q|! <= |Q| (|Q| <= 2)
+and the Ω-estimate from |Q| = 3 (``exact_up_to: 2``; the presets still run the exact form). With ``exact_up_to =
+T`` a group of more than T tuples (after §4.4's certain entries left it) gets the posterior of the
+``large_groups`` estimator reference (default classic's ``omega``) from the same prior rows the
+exact form uses (restricted to the group's values when ``normalize``); its posterior-based entries
+(Def. 6) are not used there (the Ω-estimate has no Dirichlet parameters), and no u is computed for
+it. ``exact_up_to: null`` (the default) is the lab's exact closed form for every size.
+
 Readings chosen where the paper is silent or inconsistent (specs/bayframe.md §1.2, §1.7):
 
 * **Ties in u.** When *every* permutation has the same cd (e.g. Table 8: the respondents of a
@@ -63,12 +76,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from cdpbench.errors import DataError, require
-from cdpbench.plugin import Estimator
+from cdpbench.plugin import Estimator, plugin_ref
 
 _TIE_RTOL = 1e-9  # relative tolerance of "every permutation ties"
 _EQUAL = 1e-12  # absolute slack of CR = RPD (Def. 6) and of CR = 1 (certain)
@@ -244,6 +257,8 @@ def bayesian_posterior(
     normalize: bool = True,
     rng: np.random.Generator,
     compromised: CompromisedRecords | tuple | None = None,
+    exact_up_to: int | None = None,
+    large_groups: Estimator | None = None,
 ) -> np.ndarray:
     """``[N, m]`` BayFrame posteriors PB^sv (§4.3.1, Eq. 2) for every group of a publication at once.
 
@@ -253,7 +268,8 @@ def bayesian_posterior(
     priors to each group's values (Table 9), ``rng`` breaks ties in u. ``compromised`` (optional,
     :class:`CompromisedRecords` or a 3-tuple ``(row, value, confidence)``) applies posterior-based
     cascading (§4.4.2): certain entries (CR = 1) remove the respondent and one tuple of its value,
-    the others go through Def. 6. Rows of the result sum to 1.
+    the others go through Def. 6. Rows of the result sum to 1. With ``exact_up_to`` (the paper's
+    procedure, see the module docstring) the groups of more tuples get ``large_groups``' posterior.
     """
     segment = np.asarray(segment, dtype=np.int64)
     sensitive = np.asarray(sensitive, dtype=np.int64)
@@ -287,6 +303,50 @@ def bayesian_posterior(
 
     present = counts[segment] > 0  # S_Q of each respondent's group
     prior = group_restricted_prior(weights, present) if normalize else weights
+    sizes = counts.sum(axis=1)
+    large = np.zeros(G, dtype=bool) if exact_up_to is None else sizes > exact_up_to
+    if large.any():  # the paper's procedure: the Ω-estimate (or another estimator) for large groups
+        if large_groups is None:
+            raise DataError("exact_up_to needs the large_groups estimator")
+        exact_rows = ~large[segment]
+        entries = CompromisedRecords(*(x[exact_rows[entries.row]] for x in entries))
+        result = np.empty((N, m))
+        result[~exact_rows] = _large_group_posterior(large_groups, prior, segment, counts, large, m)
+        keep = np.flatnonzero(exact_rows)
+        if len(keep):
+            small = np.flatnonzero(~large)
+            new_group = np.full(G, -1, dtype=np.int64)
+            new_group[small] = np.arange(len(small))
+            new_row = np.full(N, -1, dtype=np.int64)
+            new_row[keep] = np.arange(len(keep))
+            result[keep] = _exact_posterior(
+                prior[keep], counts[small], new_group[segment[keep]], present[keep],
+                CompromisedRecords(new_row[entries.row], entries.value, entries.confidence), a, rng,
+            )
+        return result
+    return _exact_posterior(prior, counts, segment, present, entries, a, rng)
+
+
+def _large_group_posterior(estimator: Estimator, prior: np.ndarray, segment: np.ndarray, counts: np.ndarray,
+                           large: np.ndarray, m: int) -> np.ndarray:
+    """The rows of the ``large`` groups, posteriors from ``estimator`` over each group's tuples
+    (``counts``: the group's multiset, one tuple per respondent)."""
+    rows = np.flatnonzero(large[segment])
+    rows = rows[np.argsort(segment[rows], kind="stable")]  # grouped, in row order within a group
+    groups = np.flatnonzero(large)
+    renumber = np.full(len(large), -1, dtype=np.int64)
+    renumber[groups] = np.arange(len(groups))
+    tuples = np.repeat(np.tile(np.arange(m), len(groups)), counts[groups].ravel())  # grouped like rows
+    posterior = np.asarray(estimator.posterior(prior[rows], tuples, renumber[segment[rows]], len(groups), m), dtype=float)
+    return posterior[np.argsort(rows, kind="stable")]  # back to increasing row order
+
+
+def _exact_posterior(prior: np.ndarray, counts: np.ndarray, segment: np.ndarray, present: np.ndarray,
+                     entries: CompromisedRecords, a: float, rng: np.random.Generator) -> np.ndarray:
+    """The exact closed form (Eq. 2 with Def. 6) for groups whose rows, prior rows and matchings
+    are given (after §4.4's certain entries left them)."""
+    N, m = prior.shape
+    G = len(counts)
     matched = compromised_matchings(prior, present, entries)
 
     # u: groups where every permutation ties get none; the others one Hungarian call each
@@ -341,6 +401,16 @@ class BayesianParams:
         metadata={"help": "seed of the generator breaking ties among maximal permutations (>= 0; the bayframe "
                   "attacker breaks them with the attack's own generator instead)"},
     )
+    exact_up_to: int | None = field(
+        default=None,
+        metadata={"help": "the paper's procedure (§4.3.1): the exact posterior for groups of at most this many "
+                  "tuples, the large_groups estimator (the Omega-estimate) above; null: exact for every size "
+                  "(the lab's closed form). The paper's text read literally (§5.3's O(min(|Q|!, |Q|))): 2"},
+    )
+    large_groups: Any = plugin_ref(
+        "estimator", "omega",
+        "the estimator of the groups larger than exact_up_to (the paper: Li et al.'s Omega-estimate); unused when exact_up_to is null",
+    )
 
     def __post_init__(self) -> None:
         require(_is_number(self.a) and self.a > 0, "a", "a finite number > 0", self.a)
@@ -351,10 +421,19 @@ class BayesianParams:
             "an integer >= 0",
             self.seed,
         )
+        require(
+            self.exact_up_to is None
+            or (isinstance(self.exact_up_to, int) and not isinstance(self.exact_up_to, bool) and self.exact_up_to >= 1),
+            "exact_up_to",
+            "an integer >= 1 or null",
+            self.exact_up_to,
+        )
+        # large_groups: a plugin reference, validated and built by the core
 
 
 class BayesianEstimator(Estimator):
-    """BayFrame's Bayesian estimator (§4.3.1, Eq. 2), exact for any group size in closed form."""
+    """BayFrame's Bayesian estimator (§4.3.1, Eq. 2), exact for any group size in closed form, or the
+    paper's procedure (exact up to ``exact_up_to`` tuples, the Ω-estimate above)."""
 
     Params = BayesianParams
 
@@ -381,4 +460,6 @@ class BayesianEstimator(Estimator):
             normalize=self.params.normalize,
             rng=self.rng,
             compromised=compromised,
+            exact_up_to=self.params.exact_up_to,
+            large_groups=self.params.large_groups,
         )

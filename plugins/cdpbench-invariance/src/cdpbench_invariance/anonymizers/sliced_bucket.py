@@ -3,10 +3,14 @@
 Per release (:mod:`cdpbench_invariance.family` runs the phases):
 
 * **Cach** (Algorithm 2): among the new tuples, the first tuple of each repeated value moves to
-  Cach (delayed) and a value held once is copied to it (Table 1a -> Tables 1b/1c). Cach, not
-  counterfeits, fills buckets: a delayed record is published as itself when used, a copy as a
-  *duplicate* (a second tuple of a respondent already in the table, published without an owner
-  id; counted as ``duplicated``, spec §3.5 item 6). What Cach cannot fill is delayed.
+  Cach (delayed) and a value held once is copied to it (Table 1a -> Tables 1b/1c). At the
+  releases after the first, ``cache_duplicate: last`` moves the last tuple of a repeated value
+  instead (§5.2: "say p11") and ``cache_single: hold`` holds a value held once in Cach instead of
+  copying it (§5.2: p9 "is cached in Cach table till next release"); the defaults keep Table 1a's
+  rule at every release. Cach, not counterfeits, fills buckets: a delayed record is published
+  as itself when used, a copy as a *duplicate* (a second tuple of a respondent already in the
+  table, published without an owner id; counted as ``duplicated``, spec §3.5 item 6). What Cach
+  cannot fill is delayed.
 * **Classification** (Algorithm 4) over the whole history (the pairwise reading of Def. 11, spec
   §3.5 item 3): a tuple of T_s keeps its signature; an updated or re-inserted tuple reuses its Del
   signature, or an earlier signature from its Upd history, that holds its value; else it gets a
@@ -59,6 +63,21 @@ class SlicedBucketParams:
         default=0,
         metadata={"help": "Cach tuples kept per value when Cach makes the new tuples m-eligible (>= 0; spec §3.5 item 5)"},
     )
+    cache_duplicate: str = field(
+        default="first",
+        metadata={"help": "at each release after the first (Algorithm 5's Cach update), which of the new tuples of a "
+                  "sensitive value held by several new tuples moves to Cach (delayed): 'first' = the first in table "
+                  "order, as Algorithm 2 does on Table 1a (default); 'last' = the last in table order, as §5.2 "
+                  "caches p11 of p10, p11 ('say p11'). The first release always moves the first"},
+    )
+    cache_single: str = field(
+        default="copy",
+        metadata={"help": "at each release after the first (Algorithm 5's Cach update), a sensitive value held by one "
+                  "new tuple: 'copy' = a copy goes to Cach and the tuple stays among the new tuples, published in this "
+                  "release when it can be (Algorithm 2's copy_of, Table 1a's p3; default); 'hold' = the tuple itself "
+                  "moves to Cach (delayed, no copy), published only when a bucket takes it from Cach, as §5.2 holds "
+                  "p9 back 'not to empty the Cach'. The first release always copies"},
+    )
     grouping: str = field(
         default="paper",
         metadata={"help": "how the QI columns are grouped (Eq. 3): 'paper' = {age, gender}, {zip} (other QIs alone), "
@@ -79,6 +98,8 @@ class SlicedBucketParams:
             "an integer >= 0",
             self.cache_reserve,
         )
+        require(self.cache_duplicate in ("first", "last"), "cache_duplicate", "one of 'first', 'last'", self.cache_duplicate)
+        require(self.cache_single in ("copy", "hold"), "cache_single", "one of 'copy', 'hold'", self.cache_single)
         require(self.grouping in ("paper", "affinity"), "grouping", "one of 'paper', 'affinity'", self.grouping)
         require(
             isinstance(self.column_count, int) and not isinstance(self.column_count, bool) and self.column_count >= 1,
@@ -100,7 +121,13 @@ class SlicedBucket(InvariantAnonymizer):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self.policy = Policy(scope="history", filler="cache", cache_reserve=self.params.cache_reserve)
+        self.policy = Policy(
+            scope="history",
+            filler="cache",
+            cache_reserve=self.params.cache_reserve,
+            cache_duplicate=self.params.cache_duplicate,
+            cache_single=self.params.cache_single,
+        )
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
         names = list(release.schema.qi_names)
