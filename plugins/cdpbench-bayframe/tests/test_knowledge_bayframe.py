@@ -108,27 +108,67 @@ def test_example_3_revised_prior_is_table_9():
     assert rpd[4:] == pytest.approx(np.tile(PD_SV, (2, 1)))
 
 
-def test_absent_respondent_keeps_its_last_rpd():
-    model = ExampleModel()
-    k = knowledge()
+def _absent_history(k, model):
+    """t1: both groups published; t2: Cayla, Dior, Elisa published; t3: Alice (absent from t2) and
+    Cayla are in the release; t4: Cayla (in release 3 but not published there) and Dior (last
+    published at t2)."""
     k.prior(release(1, range(6), model))
     v1 = view(1, [GROUP1, GROUP2])
     k.revise(v1, table8_posterior(v1), v1.respondent)
     rpd2 = k.prior(release(2, [CAYLA, DIOR, ELISA], model))
     v2 = view(2, [([CAYLA, DIOR, ELISA], ["Cancer-II", "GERD", "Depression"])])
     k.revise(v2, table8_posterior(v2), v2.respondent)
-    # t3: Alice was last published at t1 (not t2): she keeps the prior she was given at t1, PD_sv;
-    # Cayla was published at t2: revised from PB(t2)
     rpd3 = k.prior(release(3, [ALICE, CAYLA], model))
-    assert rpd3[0] == pytest.approx(PD_SV)
+    rpd4 = k.prior(release(4, [CAYLA, DIOR], model))
+    return rpd2, rpd3, rpd4
+
+
+def test_absent_respondent_gets_the_rpd_computed_after_its_last_publication():
+    """§4.3/§5 (the default, absent=revised): "the last computed RPD" of a respondent absent from
+    the previous release is Eq. 3 on its last posterior, as computed right after that publication."""
+    model = ExampleModel()
+    rpd2, rpd3, rpd4 = _absent_history(knowledge(), model)
+    # t3: Alice was last published at t1, in Cayla's t1 group with the same posterior (Table 8):
+    # her RPD is Cayla's at t2, Table 9 (Example 3), not PD_sv
+    assert rpd3[0] == pytest.approx(rpd2[0], rel=1e-12)
+    assert not np.allclose(rpd3[0], PD_SV)
+    # Cayla, published at t2 on Cancer-II / GERD / Depression, which Table 7 has no row for:
+    # nothing can follow, so Eq. 3 gives 0 everywhere and the row falls back to PD_sv
     third = np.zeros(len(VALUES))
     third[[V["Cancer-II"], V["GERD"], V["Depression"]]] = 1 / 3
-    expected = third @ model.t1
-    # Table 7 has no row for Cancer-II / GERD / Depression: nothing can follow -> falls back to PD_sv
-    assert expected.sum() == 0 and rpd3[1] == pytest.approx(PD_SV)
-    # t4: Cayla absent at t3? no: she was in release 3 but not published at t3 -> keeps rpd3's row
-    rpd4 = k.prior(release(4, [CAYLA, DIOR], model))
+    assert (third @ model.t1).sum() == 0 and rpd3[1] == pytest.approx(PD_SV)
+    # t4: Cayla (not published at t3) and Dior (absent at t3) are revised from their t2 posterior
+    assert rpd4[0] == pytest.approx(PD_SV) and rpd4[1] == pytest.approx(PD_SV)
+    assert not np.allclose(rpd4[1], rpd2[1])  # not the prior Dior was given at t2
+
+
+def test_absent_respondent_keeps_the_prior_it_was_last_given_under_last_prior():
+    """absent=last_prior, the lab's earlier reading: the prior given at the last appearance."""
+    model = ExampleModel()
+    rpd2, rpd3, rpd4 = _absent_history(knowledge(absent="last_prior"), model)
+    assert rpd3[0] == pytest.approx(PD_SV)  # Alice: the prior she was given at t1
+    assert rpd3[1] == pytest.approx(PD_SV)  # Cayla, published at t2: Eq. 3 falls back to PD_sv
     assert rpd4[0] == pytest.approx(rpd3[1]) and rpd4[1] == pytest.approx(rpd2[1])
+
+
+def test_a_respondent_never_published_keeps_its_last_prior_under_either_reading():
+    model = ExampleModel()
+    for absent in ("revised", "last_prior"):
+        k = knowledge(absent=absent)
+        k.prior(release(1, [ALICE, BETH], model))
+        v1 = view(1, [([ALICE], ["Flu"])])  # Beth is in the release but suppressed
+        k.revise(v1, np.eye(len(VALUES))[[V["Flu"]]], v1.respondent)
+        rpd = k.prior(release(3, [BETH], model))
+        assert rpd[0] == pytest.approx(PD_SV), absent
+
+
+def test_two_step_revision_of_an_absent_respondent_uses_its_last_two_publications():
+    """Published at t1 and t2, absent at t3, back at t4: d = 2 from PB(t1), as at t3."""
+    k, model, (old, last) = _two_step_setup("literal")
+    rpd = k.prior(release(4, [0, 1, 2], model))
+    for r in range(3):
+        hand = _summed_by_hand(lambda a, b: old[r, a] * model.t1[a, b], model.t2)
+        assert rpd[r] == pytest.approx(hand, rel=1e-10)
 
 
 def _two_step_setup(revision):
@@ -218,6 +258,7 @@ def test_without_a_model_the_error_names_the_fix():
 @pytest.mark.parametrize("kwargs, message", [
     ({"steps": 3}, "steps must be 1 or 2 (got 3)"),
     ({"revision": "chain"}, "revision must be 'literal' or 'product'"),
+    ({"absent": "forget"}, "absent must be 'revised' or 'last_prior'"),
     ({"sv": "x"}, "sv must be 'model', 'kernel' or 'uniform'"),
     ({"correlation": "mined"}, "correlation must be 'model' or 'uniform'"),
 ])

@@ -5,8 +5,9 @@ Per public view, as the framework cycle of Fig. 2 runs it on the adversary's sid
 
 1. RPD, the revised prior of every candidate respondent, from the ``knowledge`` reference, by
    default the ``bayframe`` knowledge (:mod:`cdpbench_bayframe.knowledge.bayframe`): PD_sv for a
-   new respondent, Eq. 3 for one published in the last release, its last RPD otherwise, with d,
-   the revision, PD_sv and PD_cor at ``attacker.knowledge.steps`` / ``.revision`` / ``.sv`` /
+   new respondent, Eq. 3 on its last posteriors for one published before (§4.3's "last computed
+   RPD" for one absent from the last release: ``attacker.knowledge.absent``), with d, the
+   revision, PD_sv and PD_cor at ``attacker.knowledge.steps`` / ``.revision`` / ``.sv`` /
    ``.correlation``. The knowledge is given the view's respondents as the population holds them
    (ids, exact QIs and sensitive values): a PD_sv mined from the table (``sv=kernel``, BayFrame
    §6.1's Adult, "PD_sv is extracted as in JS-reduce") is mined from the data to be released, as

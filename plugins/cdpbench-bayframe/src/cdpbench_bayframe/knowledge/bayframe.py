@@ -22,8 +22,15 @@ RPD(v, s, t_i):
   respondent in T_{i-2} as well; one published in T_{i-1} only is revised with ``d = 1``.
   ``revision="product"`` uses JS-reduce's revision instead (§5.3 there): every posterior of the
   window enters, RPD(v, s) = Σ_{a,b} PB(v, a, t_{i-2}) · PB(v, b, t_{i-1}) · PD2_cor(s | a, b).
-* a respondent seen before but absent from T_{i-1}: "the last computed RPD" (§4.3), i.e. the last
-  prior it was given (PD_sv if it was never revised).
+* a respondent seen before but absent from T_{i-1}: "the last computed RPD" (§4.3). The paper's
+  adversary "computes RPD_2 for the observed respondents" of T_1* and, for each respondent
+  observed in T_i*, "the posterior belief at t_i and the revised prior belief at t_{i+1}" (§5), so
+  the last RPD computed for a respondent last published at t' is Eq. 3 applied to its posteriors
+  up to t' (``absent="revised"``, the default): the revision above, as at t'+1 (d = 2 when it was
+  also published at t'−1), not chained across the releases it missed. ``absent="last_prior"`` is
+  the lab's earlier reading: the prior it was given at its last appearance, which ignores the
+  posterior of that appearance. A respondent never published (suppressed whenever it was in a
+  release) has no posterior: it keeps the last prior it was given (PD_sv if none).
 
 Correlation knowledge (``correlation``): ``model`` — the data set's exact weekly tables
 (``model.bk_seq(j)``, by transition class when the model has ``n_seq_classes``, conditioned on
@@ -50,6 +57,7 @@ from cdpbench.plugin import Knowledge, plugin_ref
 SV = ("model", "kernel", "uniform")
 CORRELATION = ("model", "uniform")
 REVISION = ("literal", "product")
+ABSENT = ("revised", "last_prior")
 
 
 @dataclass
@@ -59,6 +67,12 @@ class BayFrameKnowledgeParams:
         default="literal",
         metadata={"help": "'literal' (Eq. 3-4: oldest posterior chained through PD1_cor) or 'product' "
                   "(JS-reduce's product of the window's posteriors)"},
+    )
+    absent: str = field(
+        default="revised",
+        metadata={"help": "a respondent absent from the previous release: 'revised' = the RPD computed after its last "
+                  "publication (Eq. 3 on its last posteriors, §4.3/§5's 'last computed RPD'); 'last_prior' = the "
+                  "prior it was given at its last appearance (the lab's earlier reading)"},
     )
     sv: str = field(
         default="model",
@@ -79,6 +93,7 @@ class BayFrameKnowledgeParams:
             "steps", "1 or 2", self.steps,
         )
         require(self.revision in REVISION, "revision", "'literal' or 'product'", self.revision)
+        require(self.absent in ABSENT, "absent", "'revised' or 'last_prior'", self.absent)
         require(self.sv in SV, "sv", "'model', 'kernel' or 'uniform'", self.sv)
         require(self.correlation in CORRELATION, "correlation", "'model' or 'uniform'", self.correlation)
         # kernel: a plugin reference, validated and built by the core
@@ -117,7 +132,7 @@ class Memory:
 
 
 class BayFrameKnowledge(Knowledge):
-    """RPD (BayFrame Eqs. 3–4): PD_sv for new respondents, the d-step revision of their posteriors, the last RPD when absent."""
+    """RPD (BayFrame Eqs. 3–4): PD_sv for new respondents, the d-step revision of their last posteriors."""
 
     Params = BayFrameKnowledgeParams
 
@@ -195,7 +210,7 @@ class BayFrameKnowledge(Knowledge):
         sv = beliefs.copy()
         rows = mem.rows(release.respondent)
         known = rows >= 0
-        # seen before, absent from the last release: the last RPD it was given
+        # seen before but not revisable here (absent="last_prior", or never published): the last RPD it was given
         keep = np.zeros(len(release), dtype=bool)
         keep[known] = mem.has_prior[rows[known]]
         last_t = np.full(len(release), np.iinfo(np.int64).min // 2, dtype=np.int64)
@@ -203,10 +218,12 @@ class BayFrameKnowledge(Knowledge):
         last_t[known] = mem.time[rows[known], 0]
         prev_t[known] = mem.time[rows[known], 1]
         fresh = known & (last_t == release.t - 1)
+        if self.params.absent == "revised":  # also revise those last published before t-1 (as at last_t + 1)
+            fresh = known & (last_t > np.iinfo(np.int64).min // 2) & (last_t < release.t)
         beliefs[keep & ~fresh] = mem.prior[rows[keep & ~fresh]]
         if fresh.any():
             classes = self.classes(release)
-            two = fresh & (prev_t == release.t - 2) & (self.params.steps == 2)
+            two = fresh & (prev_t == last_t - 1) & (self.params.steps == 2)
             for cls in np.unique(classes[fresh]):
                 tables = self.tables(release, int(cls))
                 for use_two in (False, True):
