@@ -31,6 +31,7 @@ GRIDS = {
     "bayframe/fig6": {"+experiment/bayframe/compromise": 2},
     "bayframe/fig9": {"+experiment/bayframe/defense": 4},
     "bayframe/fig11": {"+experiment/bayframe/fig11_steps": 2},
+    "bayframe/fig7": {"+experiment/bayframe/steps": 2, "knowledge.sigma": 3},
     "bayframe/exact_up_to/fig3": {"+experiment/bayframe/estimate": 2, "estimator.exact_up_to": 8},
     "bayframe/exact_up_to/fig4": {"privacy_model.k": 1, "estimator.exact_up_to": 8},
     "bayframe/exact_up_to/fig5": {"+experiment/bayframe/steps": 2, "+experiment/bayframe/compromise": 1,

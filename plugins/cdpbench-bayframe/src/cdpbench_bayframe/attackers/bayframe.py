@@ -15,7 +15,9 @@ Per public view, as the framework cycle of Fig. 2 runs it on the adversary's sid
    released, as done in [17]"), the worst case classic's ``snapshot`` adversary takes too; the
    ``model`` and ``uniform`` PD_sv and the revision (Eq. 3) read no sensitive value;
 2. compromised records (Def. 4): each published respondent is compromised independently with
-   probability ``sigma`` in each release, and the adversary learns its true value with
+   probability ``sigma`` in each release (drawn from the release and its id,
+   :func:`cdpbench_bayframe.compromise.compromised`, so that a publisher with the same sigma and
+   ``compromise_seed`` knows the same records, Fig. 2), and the adversary learns its true value with
    confidence ``cr`` (spec reading 1.7.6: one entry CR(v, true s) = cr, no other entries). The
    true value comes from the simulation, not from the view: it is what "compromised" means;
    * ``cascading="prior"`` (Eq. 5): CR_RPD(v, s) = cr + (1 − cr)·RPD(v, s) on the true value,
@@ -52,6 +54,8 @@ from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
+from ..compromise import cascaded_prior
+from ..compromise import compromised as is_compromised
 from ..estimators.bayesian import BayesianEstimator, bayesian_posterior
 
 CASCADING = ("none", "prior", "posterior")
@@ -71,14 +75,25 @@ class BayFrameAttackerParams:
     cascading: str = field(default="none", metadata={"help": "compromised records: 'none', 'prior' (Eq. 5) or 'posterior' (Def. 6)"})
     sigma: float = field(default=0.1, metadata={"help": "probability that a published respondent is compromised, per release"})
     cr: float = field(default=0.9, metadata={"help": "confidence CR of a compromised record, in (0, 1]"})
+    compromise_seed: int = field(
+        default=0,
+        metadata={"help": "which respondents are compromised is drawn from (this seed, the release, the id): the same "
+                  "records as a publisher with knowledge.sigma and the same seed (>= 0)"},
+    )
 
     def __post_init__(self) -> None:  # knowledge, estimator: plugin references, validated and built by the core
         require(self.cascading in CASCADING, "cascading", "'none', 'prior' or 'posterior'", self.cascading)
         require(isinstance(self.sigma, (int, float)) and 0 <= self.sigma <= 1, "sigma", "a number in [0, 1]", self.sigma)
         require(isinstance(self.cr, (int, float)) and 0 < self.cr <= 1, "cr", "a number in (0, 1]", self.cr)
+        require(isinstance(self.compromise_seed, int) and not isinstance(self.compromise_seed, bool)
+                and self.compromise_seed >= 0, "compromise_seed", "an integer >= 0", self.compromise_seed)
 
     def check_references(self) -> None:
-        """Posterior-based cascading (Def. 6) is the Bayesian estimator's (Eq. 2)."""
+        """Posterior-based cascading (Def. 6) is the Bayesian estimator's (Eq. 2); the adversary's
+        compromised records are its own sigma / cr, not its knowledge's (the publisher's)."""
+        require(getattr(getattr(self.knowledge, "params", None), "sigma", 0) == 0, "knowledge.sigma",
+                "0 for an adversary (its compromised records are attacker.sigma / attacker.cr; knowledge.sigma is "
+                "the publisher's)", getattr(getattr(self.knowledge, "params", None), "sigma", 0))
         name = getattr(self.estimator, "plugin_name", type(self.estimator).__name__)
         require(isinstance(self.estimator, BayesianEstimator) or self.cascading != "posterior", "cascading",
                 f"'none' or 'prior' with estimator {name!r} (posterior-based cascading needs the Bayesian estimator, "
@@ -115,16 +130,14 @@ class BayFrameAttacker(Attacker):
         rpd = np.full((len(respondent), m), 1.0 / m)
         rpd[found] = self.knowledge.prior(known)
         compromised = np.zeros(len(respondent), dtype=bool)
-        if p.cascading != "none" and p.sigma > 0:
-            compromised = found & (ctx.rng.random(len(respondent)) < p.sigma)
+        if p.cascading != "none" and p.sigma > 0:  # the publisher's draw too (compromise.compromised)
+            compromised = found & is_compromised(respondent, view.t, p.sigma, p.compromise_seed)
         cr_rows = np.flatnonzero(compromised)
         cr_values = population.sensitive[rows[cr_rows]]  # what the compromise reveals
         weights = rpd
         entries = None
         if len(cr_rows) and p.cascading == "prior":
-            weights = rpd.copy()
-            weights[cr_rows] *= 1.0 - p.cr
-            weights[cr_rows, cr_values] += p.cr
+            weights = cascaded_prior(rpd, cr_rows, cr_values, p.cr)
             certain = p.cr >= 1.0
             entries = (cr_rows, cr_values, np.ones(len(cr_rows))) if certain else None
         elif len(cr_rows) and p.cascading == "posterior":

@@ -38,6 +38,15 @@ the value being observed when the model says how likely that is, ``model.observe
 respondent is known to be in the release); ``uniform`` — every transition 1/m (the paper's Adult
 setting: Adult has no sequential knowledge, so a returning respondent's RPD is uniform).
 
+The publisher's compromised records (Fig. 2, §5: "If a data publisher knows who are compromised
+in T_i before releasing its anonymized version, she applies the prior-based cascading method to
+compute CR_RPD distributions instead of RPD_i distributions and then anonymizes T_i according to
+CR_RPD distributions"): with ``sigma > 0`` each respondent of the release is compromised with
+probability ``sigma`` (the adversary's draw, :func:`cdpbench_bayframe.compromise.compromised`, with
+the same ``compromise_seed``) and :meth:`prior` returns CR_RPD (Eq. 5, confidence ``cr``, on the
+release's true value) for it; what is remembered as its RPD is the uncascaded one. Only for the
+publisher's knowledge (it reads the release's values): an adversary's must keep ``sigma = 0``.
+
 Rows are normalized to sum 1; a row that sums to 0 (every history its posterior allows is one
 the model never produces) falls back to PD_sv. Works with any data set; ``sv="model"`` and
 ``correlation="model"`` need one that exposes a ground-truth model (bkseq).
@@ -53,6 +62,8 @@ import numpy as np
 from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import DataError, require
 from cdpbench.plugin import Knowledge, plugin_ref
+
+from ..compromise import cascaded_prior, compromised
 
 SV = ("model", "kernel", "uniform")
 CORRELATION = ("model", "uniform")
@@ -81,6 +92,17 @@ class BayFrameKnowledgeParams:
     correlation: str = field(
         default="model", metadata={"help": "PD_cor: 'model' (data set's exact weekly tables) or 'uniform' (the paper's Adult setting)"}
     )
+    sigma: float = field(
+        default=0.0,
+        metadata={"help": "the publisher's compromised records (Fig. 2, prior-based cascading): each respondent of the "
+                  "release is compromised with this probability and gets CR_RPD (Eq. 5); 0: none. The publisher's "
+                  "knowledge only (an adversary's compromised records are attacker.sigma)"},
+    )
+    cr: float = field(default=0.9, metadata={"help": "confidence CR of the publisher's compromised records, in (0, 1]"})
+    compromise_seed: int = field(
+        default=0,
+        metadata={"help": "the draw of the compromised records: the same as an adversary's with the same seed (>= 0)"},
+    )
     kernel: Any = plugin_ref(
         "knowledge", "kernel",
         "sv=kernel: the knowledge plugin giving PD_sv (default: classic's kernel estimate, mined from the table; "
@@ -96,6 +118,12 @@ class BayFrameKnowledgeParams:
         require(self.absent in ABSENT, "absent", "'revised' or 'last_prior'", self.absent)
         require(self.sv in SV, "sv", "'model', 'kernel' or 'uniform'", self.sv)
         require(self.correlation in CORRELATION, "correlation", "'model' or 'uniform'", self.correlation)
+        require(isinstance(self.sigma, (int, float)) and not isinstance(self.sigma, bool) and 0 <= self.sigma <= 1,
+                "sigma", "a number in [0, 1]", self.sigma)
+        require(isinstance(self.cr, (int, float)) and not isinstance(self.cr, bool) and 0 < self.cr <= 1,
+                "cr", "a number in (0, 1]", self.cr)
+        require(isinstance(self.compromise_seed, int) and not isinstance(self.compromise_seed, bool)
+                and self.compromise_seed >= 0, "compromise_seed", "an integer >= 0", self.compromise_seed)
         # kernel: a plugin reference, validated and built by the core
 
 
@@ -248,6 +276,9 @@ class BayFrameKnowledge(Knowledge):
         rows = mem.rows(release.respondent, add=True)
         mem.prior[rows] = beliefs
         mem.has_prior[rows] = True
+        if self.params.sigma > 0:  # the publisher's compromised records: CR_RPD (Eq. 5)
+            hit = np.flatnonzero(compromised(release.respondent, release.t, self.params.sigma, self.params.compromise_seed))
+            return cascaded_prior(beliefs, hit, release.sensitive[hit], self.params.cr)
         return beliefs
 
     def revise(self, view: PublicView, posterior: np.ndarray | None, respondent: np.ndarray) -> None:
