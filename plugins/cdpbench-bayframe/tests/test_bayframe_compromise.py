@@ -72,11 +72,16 @@ def test_an_adversarys_knowledge_cannot_hold_the_publishers_compromised_records(
 
 
 def _publications(sigma: float, releases: int = 3) -> list[Publication]:
+    from hydra.core.global_hydra import GlobalHydra
+
     from cdpbench import launch, runner
 
-    hydra = launch.hydra_instance(REPO / "conf")
-    plan = launch.prepare(hydra, ["+experiment=bayframe/fig7", "+experiment/bayframe/steps=d1", f"knowledge.sigma={sigma}",
-                                  f"dataset.releases={releases}", "tracking.enabled=false", "progress=false"], False)
+    try:
+        hydra = launch.hydra_instance(REPO / "conf")
+        plan = launch.prepare(hydra, ["+experiment=bayframe/fig7", "+experiment/bayframe/steps=d1", f"knowledge.sigma={sigma}",
+                                      f"dataset.releases={releases}", "tracking.enabled=false", "progress=false"], False)
+    finally:
+        GlobalHydra.instance().clear()  # other tests of this process start Hydra themselves
     cfg = plan.jobs[0].cfg
     comp = runner.build(cfg)
     seen = []
