@@ -312,7 +312,8 @@ def attack_run(estimator: str, seed: int = 2, anonymizer: str = "ksaa", k: int =
         view = pub.public()
         views.append(view)
         result = attacker.observe(view, AttackContext(release, list(views), rng))
-        out.append((release, pub, view, result, candidates(list(views), transitions="none", pruned=True)))
+        out.append((release, pub, view, result,
+                    candidates(list(views), transitions="none", pruned=True, join=attacker.params.join)))
         history.releases.append(release)
         history.publications.append(pub)
     return out

@@ -1,17 +1,26 @@
 """What a respondent of the latest release can be linked to through the join of the releases
 (KSAA §1; Shmueli et al.'s sequential-release setting, see the package README for the sources).
 
-For the latest view ``V_n`` and each earlier view ``V_i`` the linkage graph (:mod:`.linkage_graph`)
-joins their records; with ``pruned=True`` only the edges on some maximum matching are used (the
-full matching join), else every consistent pair (the natural join). A respondent ``v`` of ``V_n``
-belongs to one group of each view in which it is published (the view lists the candidate
-respondents of every group: the adversary knows ``v``'s QI). Its *candidate records* in ``V_n`` are
-the records of its group there that are linked to some record of its group in every earlier view
-in which ``v`` is published; the *candidate values* are their sensitive values.
+A respondent ``v`` of the latest view ``V_n`` belongs to one group of each view in which it is
+published (the view lists the candidate respondents of every group: the adversary knows ``v``'s
+QI). Its *candidate records* in ``V_n`` are records of its group there that the join links to
+its groups in the earlier views in which ``v`` is published (not published there: no
+constraint); the *candidate values* are their sensitive values. The join, ``join``:
 
-More than two releases are joined pairwise with the latest one (``(V_i, V_n)`` for each ``i``):
-a record must survive every pair, but the pairs are pruned separately, not as one multipartite
-perfect matching — an over-approximation of the adversary (she can rule out at least as much).
+* ``"pairwise"`` (the weaker adversary): for the latest view ``V_n`` and each earlier view
+  ``V_i`` the linkage graph (:mod:`.linkage_graph`) joins their records; with ``pruned=True``
+  only the edges on some maximum matching are used (the full matching join), else every
+  consistent pair (the natural join). A candidate record is linked to some record of ``v``'s
+  group in every earlier view in which ``v`` is published. More than two releases are thus joined
+  pairwise with the latest one: a record must survive every pair, but the pairs are pruned
+  separately, not as one multipartite perfect matching, and the earlier views are never joined
+  with each other — an over-approximation of the adversary (she can rule out at least as much
+  when the releases publish the same respondents).
+* ``"joint"`` (the paper's adversary, :mod:`.joint_matching`): one clique of records, one in each
+  view in which ``v`` is published, every two linked — with ``pruned=True`` a clique of some
+  maximum joint assignment of the records of the respondents published in all those views (a
+  perfect matching of the multipartite graph), else any clique. With two views publishing the same
+  respondents the two joins agree.
 """
 
 from __future__ import annotations
@@ -21,14 +30,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from cdpbench.data import PublicView, rows_of
+from cdpbench.errors import require
 
-from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune, segments
+from .joint_matching import JOINS, JointJoin
+from .linkage_graph import TRANSITIONS, LinkageGraph, Nodes, linkage_graph, prune, segments
 
 
 @dataclass
 class Candidates:
     """Per respondent of the latest view (``respondent``, its row order): how many distinct values
-    and how many records it can be linked to, and the candidate nodes (``row``, ``node``) pairs."""
+    and how many records it can be linked to, and the candidate nodes (``row``, ``node``) pairs;
+    ``graphs``: the pairwise join's linkage graphs (empty for the joint join), ``joint``: the joint
+    join (None for the pairwise join)."""
 
     respondent: np.ndarray  # int64 [p] the latest view's respondents (view order)
     values: np.ndarray  # int64 [p] distinct candidate sensitive values
@@ -37,6 +50,7 @@ class Candidates:
     node: np.ndarray  # int64 [C] node of the latest view (``nodes``)
     nodes: Nodes
     graphs: list[LinkageGraph]
+    joint: JointJoin | None = None
 
 
 def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
@@ -48,12 +62,22 @@ def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
 
 
 def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bool = True,
-               graphs: list[LinkageGraph] | None = None) -> Candidates:
+               graphs: list[LinkageGraph] | None = None, join: str = "pairwise",
+               joint: JointJoin | None = None) -> Candidates:
     """Candidate records and values of every respondent of ``views[-1]`` (module docstring);
-    ``graphs`` may pass the linkage graphs ``(views[i], views[-1])`` already built."""
+    ``graphs`` may pass the pairwise join's linkage graphs ``(views[i], views[-1])`` already built,
+    ``joint`` the joint join of ``views`` already built (its natural and matching candidates share
+    it). ``join`` is ``"pairwise"`` here unless given: the plugins pass their parameter."""
+    require(join in JOINS, "join", f"one of {list(JOINS)}", join)
     latest = views[-1]
     nodes = Nodes.of(latest)
     respondent = np.asarray(latest.respondent, np.int64)
+    if join == "joint":
+        require(transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", transitions)
+        if joint is None:
+            joint = joint_join(views, transitions)
+        row, node = joint.candidates(pruned)
+        return _counted(respondent, row, node, nodes, [], joint)
     g_now = np.asarray(latest.group, np.int64)
     ptr = nodes.ptr
     row, node = segments(ptr[g_now], ptr[g_now + 1] - ptr[g_now])
@@ -66,10 +90,20 @@ def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bo
     for earlier, graph in zip(views[:-1], graphs):
         g_then = group_of(earlier, respondent)
         alive &= _linked(graph, g_then[row], node) | (g_then[row] < 0)  # not published then: no constraint
-    row, node = row[alive], node[alive]
+    return _counted(respondent, row[alive], node[alive], nodes, graphs, None)
+
+
+def joint_join(views: list[PublicView], transitions: str = "none", prepared=None) -> JointJoin:
+    """The joint join of ``views`` (:class:`.joint_matching.JointJoin`) for the respondents of the
+    latest one; ``prepared`` may pass a :class:`.joint_matching.Prepared` kept between calls."""
+    respondent = np.asarray(views[-1].respondent, np.int64)
+    return JointJoin(views, [group_of(v, respondent) for v in views], transitions, prepared)
+
+
+def _counted(respondent, row, node, nodes: Nodes, graphs, joint) -> Candidates:
     values = np.bincount(row, minlength=len(respondent)).astype(np.int64)  # one node per value in a group
     records = np.bincount(row, weights=nodes.count[node], minlength=len(respondent)).astype(np.int64)
-    return Candidates(respondent, values, records, row, node, nodes, graphs)
+    return Candidates(respondent, values, records, row, node, nodes, graphs, joint)
 
 
 def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np.ndarray:
@@ -102,9 +136,10 @@ def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np
 
 
 def candidate_values(views: list[PublicView], graphs: list[LinkageGraph]) -> np.ndarray:
-    """Distinct candidate values of every respondent of ``views[-1]`` (view order), the same
-    numbers as ``candidates(views, graphs=graphs).values`` without listing the candidate nodes:
-    what the anonymizers ask once per merge round, where only the counts matter.
+    """Distinct candidate values of every respondent of ``views[-1]`` (view order) through the
+    pairwise join, the same numbers as ``candidates(views, graphs=graphs).values`` without listing
+    the candidate nodes: what the anonymizers ask once per merge round, where only the counts
+    matter (the joint join counts ``candidates(views, join="joint").values``).
 
     Read on the twin graph with value sets as bit masks (``uint64`` words): a value ``s`` of the
     respondent's latest group ``g`` is a candidate through the earlier view ``V_i`` when some

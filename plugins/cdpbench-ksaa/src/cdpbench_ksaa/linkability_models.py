@@ -12,10 +12,16 @@ releases so far, to at least ``k`` distinct sensitive values (:mod:`.linkability
 * ``k_diversity`` joins with the full matching join: only the links that lie on some maximum
   matching of the linkage graph (so it is the stricter of the two: fewer links, fewer values).
 
+More than two releases are joined as ``join`` says (:mod:`.linkability`): ``"joint"``, the
+paper's adversary, one clique of records across all the releases a respondent is in (for
+``k_diversity``, a clique of some maximum joint assignment: :mod:`.joint_matching`), or
+``"pairwise"`` (the default), the weaker adversary, the latest release with each earlier one
+separately.
+
 A respondent the natural join links to no record at all (its value changed while
 ``transitions="none"`` assumes values persist) is not counted: the adversary's assumption fails for
 it and she cannot place it, so no value of it is disclosed. Whether a respondent is placed is
-decided on the natural join for both models, so k-diversity stays the stricter (a respondent the
+decided on the natural join (of the same ``join``) for both models, so k-diversity stays the stricter (a respondent the
 pruning leaves with no link is at risk under it). ``levels`` report the fewest candidates among the
 respondents with some candidate, and how many have none (``unplaced``).
 
@@ -42,8 +48,22 @@ from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport
 
-from .linkability import candidate_values, candidates
+from .joint_matching import JOINS, Prepared
+from .linkability import candidate_values, candidates, joint_join
 from .linkage_graph import TRANSITIONS
+
+JOIN_HELP = (
+    "how more than two releases are joined. 'joint' (the paper's adversary, KSAA §1; slower, integer "
+    "programs): a respondent's candidate records are the records of its latest group that lie in one "
+    "clique with a record of its group in every other release it is published in, every two records "
+    "linked (k_diversity: only cliques of some maximum joint assignment of the records of the respondents "
+    "published in all those releases, a perfect matching of their multipartite graph when one exists). "
+    "'pairwise' (the weaker adversary, an over-approximation of what she can link when the releases "
+    "publish the same respondents and values persist): a candidate record needs a link to the "
+    "respondent's group in each earlier release separately, through the linkage graph of that release "
+    "and the latest one alone (k_diversity: each pair pruned to the edges on some maximum matching of its "
+    "own); the earlier releases are never joined with each other"
+)
 
 
 @dataclass
@@ -53,10 +73,12 @@ class LinkabilityParams:
         default="none",
         metadata={"help": "'none': the adversary links records with equal values only (values persist); 'any': values may change"},
     )
+    join: str = field(default="pairwise", metadata={"help": JOIN_HELP})
 
     def __post_init__(self) -> None:
         require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
+        require(self.join in JOINS, "join", f"one of {list(JOINS)}", self.join)
 
 
 class LinkabilityModel(PrivacyModel):
@@ -70,23 +92,42 @@ class LinkabilityModel(PrivacyModel):
     def __init__(self, params=None):
         super().__init__(params)
         self._earlier: list = []  # (publication, its public view, {columns: Side}) of the history
+        self._prepared = Prepared()  # the joint join's parts of the views (join="joint")
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         return (batch.counts() > 0).sum(axis=1) >= self.params.k
 
-    def _graphs(self, publication: Publication, ctx: ModelContext):
-        """The views of the history and ``publication``, and the natural-join graphs of each
-        earlier view with the latest one. The earlier views, and their sides of the join, are
-        kept on the instance for as long as their publications are in the history: ``ksaa``
-        asks about many candidates of one release against the same history."""
-        from .linkage_graph import Side, linkage_graph, shared_columns
-
+    def _views(self, publication: Publication, ctx: ModelContext):
+        """The views of the history and ``publication``. The earlier views, and their sides of
+        the pairwise join, are kept on the instance for as long as their publications are in the
+        history: ``ksaa`` asks about many candidates of one release against the same history."""
         kept = []
         for p in ctx.history.publications:
             entry = next((e for e in self._earlier if e[0] is p), None)
             kept.append(entry if entry is not None else (p, p.public(), {}))
         self._earlier = kept
-        latest = publication.public()
+        return [v for _, v, _ in kept] + [publication.public()]
+
+    def _joint(self, publication: Publication, ctx: ModelContext):
+        """``(views, natural, cand)``: the candidates (:class:`.linkability.Candidates`) through
+        the joint join's cliques, and through this model's join (the joint matching when
+        ``pruned``), from one joint join."""
+        views = self._views(publication, ctx)
+        self._prepared.forget_except(views)
+        t = self.params.transitions
+        join = joint_join(views, t, self._prepared)
+        natural = candidates(views, transitions=t, pruned=False, join="joint", joint=join)
+        cand = candidates(views, transitions=t, pruned=True, join="joint", joint=join) if self.pruned else natural
+        return views, natural, cand
+
+    def _graphs(self, publication: Publication, ctx: ModelContext):
+        """The views of the history and ``publication``, and the natural-join graphs of each
+        earlier view with the latest one (the pairwise join)."""
+        from .linkage_graph import Side, linkage_graph, shared_columns
+
+        views = self._views(publication, ctx)
+        kept = self._earlier
+        latest = views[-1]
         graphs = []
         for _, view, sides in kept:
             cols = tuple((ja, cat) for ja, _, cat in shared_columns(view, latest))
@@ -100,12 +141,15 @@ class LinkabilityModel(PrivacyModel):
         the record-level reading (:func:`.linkability.candidates`) that ``verify`` reports."""
         from .linkage_graph import prune
 
-        views, natural_graphs = self._graphs(publication, ctx)
-        t = self.params.transitions
-        natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs)
-        cand = natural
-        if self.pruned:
-            cand = candidates(views, transitions=t, pruned=True, graphs=[prune(g) for g in natural_graphs])
+        if self.params.join == "joint":
+            views, natural, cand = self._joint(publication, ctx)
+        else:
+            views, natural_graphs = self._graphs(publication, ctx)
+            t = self.params.transitions
+            natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs)
+            cand = natural
+            if self.pruned:
+                cand = candidates(views, transitions=t, pruned=True, graphs=[prune(g) for g in natural_graphs])
         # placed = the natural join links the respondent to something (module docstring)
         at_risk = (natural.values >= 1) & (cand.values < self.params.k)
         return views[-1], cand, at_risk
@@ -116,9 +160,13 @@ class LinkabilityModel(PrivacyModel):
         what ``ksaa`` asks once per merge round."""
         from .linkage_graph import prune
 
-        views, natural_graphs = self._graphs(publication, ctx)
-        natural = candidate_values(views, natural_graphs)
-        values = candidate_values(views, [prune(g) for g in natural_graphs]) if self.pruned else natural
+        if self.params.join == "joint":
+            views, natural_c, cand = self._joint(publication, ctx)
+            natural, values = natural_c.values, cand.values
+        else:
+            views, natural_graphs = self._graphs(publication, ctx)
+            natural = candidate_values(views, natural_graphs)
+            values = candidate_values(views, [prune(g) for g in natural_graphs]) if self.pruned else natural
         at_risk = (natural >= 1) & (values < self.params.k)
         return np.unique(np.asarray(views[-1].group)[at_risk])
 

@@ -3,7 +3,10 @@ estimates her beliefs inside the latest release's groups (KSAA §1: "recreates t
 inference ability").
 
 Per release ``n``: the candidate values of every respondent (:mod:`~cdpbench_ksaa.linkability`, full matching
-join by default, ``pruned=false`` for the natural join) restrict her prior: the knowledge plugin's
+join by default, ``pruned=false`` for the natural join; more than two releases joined as ``join``
+says: ``joint``, one joint assignment of all the releases, :mod:`~cdpbench_ksaa.joint_matching`,
+or ``pairwise`` (the default, the weaker adversary), the latest with each earlier one separately)
+restrict her prior: the knowledge plugin's
 beliefs (``knowledge``, a plugin reference, ``attacker.knowledge``; ``uniform`` by default) are
 set to zero on the values she cannot link the respondent to (kept as they are when no value is
 left, which only happens when her assumption that values persist is wrong), then an estimator
@@ -25,6 +28,7 @@ from cdpbench.data import PublicView, Release, rows_of
 from cdpbench.errors import require
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
+from ..joint_matching import JOIN_HELP, JOINS
 from ..linkability import candidates
 from ..linkage_graph import TRANSITIONS
 
@@ -33,12 +37,14 @@ from ..linkage_graph import TRANSITIONS
 class LinkageAttackerParams:
     transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
     pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
+    join: str = field(default="pairwise", metadata={"help": JOIN_HELP})
     knowledge: Any = plugin_ref("knowledge", "uniform", "knowledge plugin giving her prior beliefs (BK_sv)")
     estimator: Any = plugin_ref("estimator", "bayesian", "estimator plugin computing posteriors inside the groups")
 
     def __post_init__(self) -> None:
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
         require(isinstance(self.pruned, bool), "pruned", "true or false", self.pruned)
+        require(self.join in JOINS, "join", f"one of {list(JOINS)}", self.join)
 
 
 class LinkageAttacker(Attacker):
@@ -63,7 +69,7 @@ class LinkageAttacker(Attacker):
         known = Release(view.t, pop.schema, respondent[found], pop.qi[rows], np.zeros(len(rows), np.int64), truth=pop.truth)
         prior = np.full((len(respondent), m), 1.0 / m)
         prior[found] = self.knowledge.prior(known)
-        cand = candidates(ctx.views, transitions=p.transitions, pruned=p.pruned)
+        cand = candidates(ctx.views, transitions=p.transitions, pruned=p.pruned, join=p.join)
         allowed = np.zeros((len(respondent), m), dtype=bool)
         allowed[cand.row, cand.nodes.value[cand.node]] = True
         some = allowed.any(axis=1)

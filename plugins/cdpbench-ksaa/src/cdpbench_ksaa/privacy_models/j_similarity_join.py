@@ -5,7 +5,8 @@ about each respondent *after the join* of the releases so far.
 
 The lab's reading: the defender's prior of each published record (the run's knowledge,
 ``GroupBatch.prior``) is restricted to the values its respondent can be linked to through the
-join (:mod:`~cdpbench_ksaa.linkability`, full matching join by default) and renormalized (kept as it is when
+join (:mod:`~cdpbench_ksaa.linkability`, full matching join by default; more than two releases
+joined as ``join`` says, ``joint`` or ``pairwise``, the default) and renormalized (kept as it is when
 the join links the respondent to nothing), then the model of the plugin reference ``inner``
 (default: cdpbench-bayframe's ``j_similarity``; its k, J and beta are ``privacy_model.inner.k``,
 ``.j``, ``.beta``) judges every group with those beliefs. ``accepts`` (single candidate groups,
@@ -25,6 +26,7 @@ from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
 
+from ..joint_matching import JOIN_HELP, JOINS
 from ..linkability import candidates
 from ..linkage_graph import TRANSITIONS
 
@@ -38,10 +40,12 @@ class JSimilarityJoinParams:
     )
     transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
     pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
+    join: str = field(default="pairwise", metadata={"help": JOIN_HELP})
 
     def __post_init__(self) -> None:
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
         require(isinstance(self.pruned, bool), "pruned", "true or false", self.pruned)
+        require(self.join in JOINS, "join", f"one of {list(JOINS)}", self.join)
 
 
 class JSimilarityJoin(PrivacyModel):
@@ -63,7 +67,7 @@ class JSimilarityJoin(PrivacyModel):
         if prior is None or not ctx.history.publications:
             return publication.batch(prior)
         views = [q.public() for q in ctx.history.publications] + [publication.public()]
-        cand = candidates(views, transitions=self.params.transitions, pruned=self.params.pruned)
+        cand = candidates(views, transitions=self.params.transitions, pruned=self.params.pruned, join=self.params.join)
         m = prior.shape[1]
         allowed = np.zeros((len(cand.respondent), m), dtype=bool)
         allowed[cand.row, cand.nodes.value[cand.node]] = True
