@@ -56,7 +56,7 @@ from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Kn
 
 from ..compromise import cascaded_prior
 from ..compromise import compromised as is_compromised
-from ..estimators.bayesian import BayesianEstimator, bayesian_posterior
+from ..estimators.bayesian import BayesianEstimator
 
 CASCADING = ("none", "prior", "posterior")
 
@@ -91,9 +91,9 @@ class BayFrameAttackerParams:
     def check_references(self) -> None:
         """Posterior-based cascading (Def. 6) is the Bayesian estimator's (Eq. 2); the adversary's
         compromised records are its own sigma / cr, not its knowledge's (the publisher's)."""
-        require(getattr(getattr(self.knowledge, "params", None), "sigma", 0) == 0, "knowledge.sigma",
-                "0 for an adversary (its compromised records are attacker.sigma / attacker.cr; knowledge.sigma is "
-                "the publisher's)", getattr(getattr(self.knowledge, "params", None), "sigma", 0))
+        sigma = getattr(getattr(self.knowledge, "params", None), "sigma", 0)
+        require(sigma == 0, "knowledge.sigma", "0 for an adversary (its compromised records are attacker.sigma / "
+                "attacker.cr; knowledge.sigma is the publisher's)", sigma)
         name = getattr(self.estimator, "plugin_name", type(self.estimator).__name__)
         require(isinstance(self.estimator, BayesianEstimator) or self.cascading != "posterior", "cascading",
                 f"'none' or 'prior' with estimator {name!r} (posterior-based cascading needs the Bayesian estimator, "
@@ -109,8 +109,8 @@ class BayFrameAttacker(Attacker):
         super().__init__(params)
         p = self.params
         self.knowledge: Knowledge = p.knowledge
-        #: the Bayesian estimator (Eq. 2), whose a and normalize the attacker applies itself with the
-        #: compromised records and the attack's generator; None: another estimator, asked for its posterior
+        #: the Bayesian estimator (Eq. 2), asked with the compromised records and the attack's
+        #: generator; None: another estimator, asked for its posterior from the weights
         self.bayesian: BayesianEstimator | None = p.estimator if isinstance(p.estimator, BayesianEstimator) else None
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
@@ -146,11 +146,8 @@ class BayFrameAttacker(Attacker):
             other: Estimator = p.estimator
             posterior = np.asarray(other.posterior(weights, view.sensitive, view.group, view.n_groups, m), dtype=float)
         else:
-            posterior = bayesian_posterior(
-                weights, view.sensitive, view.group, view.n_groups, m,
-                a=self.bayesian.params.a, normalize=self.bayesian.params.normalize, rng=ctx.rng, compromised=entries,
-                exact_up_to=self.bayesian.params.exact_up_to, large_groups=self.bayesian.params.large_groups,
-            )
+            posterior = self.bayesian.posterior(weights, view.sensitive, view.group, view.n_groups, m,
+                                                compromised=entries, rng=ctx.rng)
         self.knowledge.revise(view, posterior, np.where(found, respondent, -1))
         extra = {"compromised": float(len(cr_rows))} if p.cascading != "none" else {}
         return AttackResult(

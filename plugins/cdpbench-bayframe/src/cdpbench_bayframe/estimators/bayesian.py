@@ -449,7 +449,10 @@ class BayesianEstimator(Estimator):
         n_groups: int,
         n_values: int,
         compromised: CompromisedRecords | tuple | None = None,
+        rng: np.random.Generator | None = None,
     ) -> np.ndarray:
+        """Eq. 2 with this estimator's parameters; ``rng`` breaks ties in u (default: the
+        instance's own generator, seeded by ``seed``; the bayframe attacker passes the attack's)."""
         return bayesian_posterior(
             weights,
             sensitive,
@@ -458,7 +461,7 @@ class BayesianEstimator(Estimator):
             n_values,
             a=self.params.a,
             normalize=self.params.normalize,
-            rng=self.rng,
+            rng=self.rng if rng is None else rng,
             compromised=compromised,
             exact_up_to=self.params.exact_up_to,
             large_groups=self.params.large_groups,
