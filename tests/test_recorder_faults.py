@@ -232,3 +232,32 @@ def test_half_written_records_of_dead_writers_are_removed(tmp_path):
         f.write_text("{")
     assert RunRecord.remove_stale_writes(tmp_path, process_alive) == [stale]
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_job_started_after_the_sweep_was_interrupted_does_not_start(tmp_path, monkeypatch):
+    """Ray and submitit go on starting queued jobs after the launching process was interrupted
+    (CI caught one: a job that wrote its record after the recorder had ended, a record with no
+    run). Such a job writes nothing and is counted missing; the watch of a job that did start
+    looks at once, not one poll later."""
+    from omegaconf import OmegaConf
+
+    from cdpbench import job, tracking
+    from cdpbench.stopping import JobWatch, request_stop
+
+    sweep = {"launch": "L1", "launcher_pid": os.getppid(), "host": socket.gethostname()}
+    watch = JobWatch(tmp_path, sweep)
+    assert watch.active and not watch.stopped()
+    request_stop(tmp_path, "L0")  # another launch's stop
+    assert not watch.stopped()
+    request_stop(tmp_path, "L1")
+    assert watch.stopped()
+    assert not JobWatch(tmp_path, {**sweep, "launcher_pid": os.getpid()}).stopped()  # the launching process itself
+    assert not JobWatch(None, sweep).stopped()  # not in a sweep
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tracking, "sweep_dir", lambda: tmp_path)
+    monkeypatch.setattr(tracking, "sweep_info", lambda: sweep)
+    cfg = OmegaConf.create({"tracking": {"run_name": "queued"}, "progress": False})
+    out = job.task(cfg)
+    assert (out.status, out.error) == ("FAILED", "interrupted before it started")
+    assert not list(tmp_path.rglob("run.json"))

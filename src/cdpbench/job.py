@@ -87,6 +87,8 @@ def task(cfg: DictConfig) -> Outcome:
             log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
             return Outcome(SKIPPED, str(job_dir))
     watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
+    if watch.stopped():  # queued by Ray or submitit, started after the sweep was interrupted: not run,
+        return Outcome(FAILED, str(job_dir), "interrupted before it started")  # no record (counted missing)
     try:
         record.write(job_dir)
         watch.start()

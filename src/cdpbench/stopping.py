@@ -74,11 +74,21 @@ class JobWatch:
         self.active = folder is not None and self.launch is not None and self.pid not in (None, os.getpid())
         self.done = threading.Event()
 
+    def stopped(self) -> bool:
+        """Has the launch asked its jobs to stop (or is its launching process gone)? A job asks
+        before it writes its first record: a job a launcher (Ray, submitit) starts after the
+        sweep was interrupted does not start at all."""
+        if not self.active:
+            return False
+        gone = self.same_host and isinstance(self.pid, int) and not process_alive(self.pid)
+        return gone or stop_requested(self.folder, self.launch)
+
     def _watch(self) -> None:
-        while not self.done.wait(POLL):
-            gone = self.same_host and isinstance(self.pid, int) and not process_alive(self.pid)
-            if gone or stop_requested(self.folder, self.launch):
+        while True:  # first look at once: the stop may have come between stopped() and the record
+            if self.stopped():
                 _thread.interrupt_main()
+                return
+            if self.done.wait(POLL):
                 return
 
     def start(self) -> None:
@@ -96,6 +106,9 @@ def wait_for_jobs(folder: Path, launch: str | None, timeout: float = STOP_WAIT) 
 
     host = socket.gethostname()
     deadline = time.monotonic() + timeout
+    # A job that looked for the stop file just before it was written is writing its first record:
+    # it is seen RUNNING (and waited for) after one look of the watch at most.
+    time.sleep(POLL)
     while time.monotonic() < deadline:
         alive = [r for r in statuses(folder, launch=launch).values()
                  if r.status == RUNNING and r.pid != os.getpid() and (r.host != host or r.pid is None or process_alive(r.pid))]
