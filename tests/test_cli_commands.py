@@ -70,7 +70,8 @@ def test_presets_and_option_groups_of_the_repository():
                               "matrix/cumulative", "matrix/sequential", "bayframe/exact_up_to/fig3",
                               "bayframe/exact_up_to/fig4", "bayframe/exact_up_to/fig5", "bayframe/exact_up_to/fig6"]
     assert preset_options("experiment/matrix/defense") == ["bkaa", "bt_privacy", "js_reduce", "l_diversity", "t_closeness"]
-    assert preset_options("experiment/bayframe/estimate") == ["bayframe_1", "bayframe_2", "jsreduce_1", "jsreduce_2"]
+    assert preset_options("experiment/bayframe/estimate") == ["bayframe_1", "bayframe_1_exact", "bayframe_2", "bayframe_2_exact",
+                                                            "jsreduce_1", "jsreduce_2"]
     assert preset_options("experiment/js_reduce/method") == METHODS
     assert preset_options("experiment/bcf/method") == ["bcf_r2", "k_anonymized_d2", "k_anonymized_r2"]
     assert preset_options("+experiment/js_reduce/method") == METHODS
@@ -373,3 +374,12 @@ def test_report_matrix_cells_are_means_over_releases(report, sweep_store):
     assert set(tidy.columns) == {"defence", "attacker", "gain_rho"} and len(tidy) == 2
     assert "\\toprule" in (folder / "matrix_gain_rho_table.tex").read_text()
     assert (folder / "matrix_gain_rho.pdf").stat().st_size > 0 and "table:" in out
+
+
+def test_plot_series_never_share_colour_and_marker():
+    """BayFrame's Fig. 5 plots 16 series: with tab10 and ten markers cycling together, series i
+    and i + 10 looked the same (colour and marker)."""
+    from cdpbench import plots
+
+    styles = {(i % 10, plots._marker(i)) for i in range(100)}
+    assert len(styles) == 100

@@ -25,13 +25,13 @@ GRIDS = {
     "matrix/cumulative": {"+experiment/bcf/method": 2},
     "bcf/fig1": {"dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bcf/fig2": {"+experiment/bcf/method": 3, "dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
-    "bayframe/fig3": {"+experiment/bayframe/estimate": 4},
-    "bayframe/fig4": {"privacy_model.k": 2},
-    "bayframe/fig5": {"+experiment/bayframe/steps": 2, "+experiment/bayframe/compromise": 2},
-    "bayframe/fig6": {"+experiment/bayframe/compromise": 2},
-    "bayframe/fig9": {"+experiment/bayframe/defense": 4},
-    "bayframe/fig11": {"+experiment/bayframe/fig11_steps": 2},
-    "bayframe/fig7": {"+experiment/bayframe/steps": 2, "knowledge.sigma": 3},
+    "bayframe/fig3": {"+experiment/bayframe/estimate": 6},
+    "bayframe/fig4": {"privacy_model.k": 2, "estimator.exact_up_to": 2},
+    "bayframe/fig5": {"+experiment/bayframe/steps": 2, "+experiment/bayframe/compromise": 2, "estimator.exact_up_to": 2},
+    "bayframe/fig6": {"+experiment/bayframe/compromise": 2, "estimator.exact_up_to": 2},
+    "bayframe/fig9": {"+experiment/bayframe/defense": 6},
+    "bayframe/fig11": {"+experiment/bayframe/fig11_steps": 2, "estimator.exact_up_to": 2},
+    "bayframe/fig7": {"+experiment/bayframe/steps": 2, "knowledge.sigma": 3, "estimator.exact_up_to": 2},
     "bayframe/exact_up_to/fig3": {"+experiment/bayframe/estimate": 2, "estimator.exact_up_to": 8},
     "bayframe/exact_up_to/fig4": {"privacy_model.k": 1, "estimator.exact_up_to": 8},
     "bayframe/exact_up_to/fig5": {"+experiment/bayframe/steps": 2, "+experiment/bayframe/compromise": 1,
@@ -134,6 +134,49 @@ def test_bayframe_presets_use_the_papers_figure_defaults():
             "js_reduce", 3, 0.5, 0.6), name
     adult = compose_preset("bayframe/fig6")
     assert (adult.dataset.name, adult.knowledge.sv, adult.knowledge.correlation) == ("adult", "kernel", "uniform")
+
+
+def _compose_as_swept(name, option):
+    """A job of a preset's sweep: Hydra's sweeper puts the swept option before ``+experiment=``,
+    so the option is merged first and the preset's own values win over it."""
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose("config", overrides=[option, f"+experiment={name}"], return_hydra_config=True)
+
+
+def _bayesian_thresholds(cfg) -> dict[str, object]:
+    """exact_up_to of every Bayesian estimator of a run: the defender's and each adversary's."""
+    out = {"defender": cfg.estimator.exact_up_to} if cfg.estimator.name == "bayesian" else {}
+    for label, a in {cfg.attacker.label: cfg.attacker, **(cfg.extra_attackers or {})}.items():
+        est = a.get("estimator")
+        if est is not None and not isinstance(est, str) and est.name == "bayesian":
+            out[label] = est.exact_up_to
+    return out
+
+
+@pytest.mark.parametrize("name,option", [
+    ("bayframe/fig3", "+experiment/bayframe/estimate=bayframe_{}"), ("bayframe/fig9", "+experiment/bayframe/defense=bayframe_{}"),
+    ("bayframe/fig4", None), ("bayframe/fig5", None), ("bayframe/fig6", None), ("bayframe/fig7", None), ("bayframe/fig11", None)])
+def test_bayframe_presets_run_the_papers_procedure_with_the_exact_form_beside_it(name, option):
+    """#26: the presets run the paper's estimator procedure (§4.3.1, exact up to 2 tuples, the
+    Omega-estimate above) on the defender's side and every BayFrame adversary's alike, and the
+    same figure with the exact form (exact_up_to null) for every estimator of the run."""
+    from omegaconf import OmegaConf
+
+    if option is None:
+        paper, exact = compose_preset(name), compose_preset(name, "estimator.exact_up_to=null")
+        assert str(paper.hydra.sweeper.params["estimator.exact_up_to"]) == "2,null"
+    else:
+        paper, exact = _compose_as_swept(name, option.format(1)), _compose_as_swept(name, option.format("1_exact"))
+        assert "bayframe_1_exact" in str(paper.hydra.sweeper.params[option.split("=")[0]])
+    for cfg, want in ((paper, 2), (exact, None)):
+        OmegaConf.resolve(cfg)
+        found = _bayesian_thresholds(cfg)
+        assert len(found) >= 2 and set(found.values()) == {want}, (name, found)
+    if name == "bayframe/fig9":  # BayFrame's adversaries against JS-reduce's defense: the paper's procedure
+        js = _compose_as_swept(name, "+experiment/bayframe/defense=jsreduce_1")
+        OmegaConf.resolve(js)
+        assert _bayesian_thresholds(js) == {"bf1": 2, "bf2": 2}
 
 
 def test_bcf_presets_use_the_papers_setup():

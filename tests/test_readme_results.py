@@ -169,6 +169,7 @@ def results(tmp_path):
     ("{first(gain)} / {last(gain)} / {count(gain)}", "0.1 / 0.3 / 3"),
     ("{mean_defined(g):.2f} over {count(g) - undefined(g):d} of {count(g):d}", "0.30 over 2 of 3"),
     ("{mean_defined(gain):.2f} {undefined(gain):d}", "0.30 0"),
+    ("{mean_defined(g, 2, 3):.2f} {mean_defined(g, 1, 2):.2f}", "0.40 0.20"),
     ("{first_step_above(gain, 0.2)}", "2"),
     ("{first_step_above(gain, 0.9)}", "never"),
     ("{first_step_below(gain, 0.4)}", "1"),

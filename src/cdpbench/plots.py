@@ -55,14 +55,22 @@ def release_plot(table: pd.DataFrame, path: Path, title: str = "") -> Path:
     return path
 
 
+MARKERS = "osD^v<>ph*"
+
+
+def _marker(i: int) -> str:
+    """Series i's marker: past ten series the colours (tab10) repeat and the marker moves on by one
+    every ten, so no two of the first hundred series share both."""
+    return MARKERS[(i + i // 10) % len(MARKERS)]
+
+
 def _draw_lines(ax, series: dict[str, pd.Series], styles_of: dict[str, int], diagonal: bool) -> None:
     cmap = plt.get_cmap("tab10")
     styles = ["-", "--", ":", "-."]
-    markers = "osD^v<>ph*"
     for label, s in sorted(series.items()):
         i = styles_of[label]
         ax.plot(s.index, s.values, label=label, color=cmap(i % 10), linestyle=styles[i % 4],
-                marker=markers[i % len(markers)], ms=4)
+                marker=_marker(i), ms=4)
     if diagonal and series:
         xs = pd.concat(list(series.values())).index
         lo, hi = float(xs.min()), float(xs.max())
@@ -117,9 +125,8 @@ def scatter_plot(points: dict[str, tuple[pd.Series, pd.Series]], xlabel: str, yl
     """One series of points per configuration (e.g. an R-U map: one point per release)."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     cmap = plt.get_cmap("tab10")
-    markers = "osD^v<>ph*"
     for i, (label, (x, y)) in enumerate(sorted(points.items())):
-        ax.scatter(x.values, y.values, label=label, color=cmap(i % 10), marker=markers[i % len(markers)], s=22, alpha=0.8)
+        ax.scatter(x.values, y.values, label=label, color=cmap(i % 10), marker=_marker(i), s=22, alpha=0.8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)

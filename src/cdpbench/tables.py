@@ -41,7 +41,8 @@ brace). EXPR is a small language parsed here — never ``eval``, and no spec can
 * series functions of a reference: ``at(m, STEP)``, ``mean(m)``, ``min(m)``, ``max(m)``,
   ``sum(m)`` (each optionally over steps ``FROM, TO``), ``first(m)``, ``last(m)``,
   ``count(m)``, ``undefined(m)`` (the number of steps whose value is nan, e.g. a gain over no
-  published record) and ``mean_defined(m)`` (the mean over the other steps),
+  published record) and ``mean_defined(m)`` (the mean over the other steps; also over steps
+  ``FROM, TO``),
   ``first_step_above(m, X)`` / ``first_step_below(m, X)`` (the first step whose
   value is > X / < X, else the text ``never``), ``step_of_max(m)``, ``step_of_min(m)``;
 * ``param(NAME)``: the selected run's value of a swept parameter;
@@ -464,6 +465,11 @@ class Evaluator:
             return min(vals) if f == "min" else max(vals)
         if f in ("first_step_above", "first_step_below"):
             return _first_step(series, args, f, f == "first_step_above")
+        if f == "mean_defined":
+            vals = [v for v in _steps(series, args, f) if not math.isnan(v)]
+            if not vals:
+                raise SpecError("mean_defined: every step is undefined (nan)")
+            return math.fsum(vals) / len(vals)
         if args:
             raise SpecError(f"{f}(metric) takes no other argument")
         steps = sorted(series)
@@ -475,11 +481,6 @@ class Evaluator:
             return float(len(steps))
         if f == "undefined":
             return float(sum(1 for step in steps if math.isnan(series[step])))
-        if f == "mean_defined":
-            vals = [series[step] for step in steps if not math.isnan(series[step])]
-            if not vals:
-                raise SpecError("mean_defined: every step is undefined (nan)")
-            return math.fsum(vals) / len(vals)
         if f == "step_of_max":
             return max(steps, key=lambda s: (series[s], -s))
         return min(steps, key=lambda s: (series[s], s))  # step_of_min
