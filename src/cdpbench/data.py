@@ -8,6 +8,16 @@
   groups may overlap: local recoding); the suppressed respondents. A *bucketized* publication
   (anatomy, slicing) additionally publishes every record's exact QI, joined to the sensitive values
   only through the group (bucket) id.
+  An *angelized* publication (Tao et al., "Angel: enhancing the utility of generalization for
+  privacy preserving publication", TKDE 2009; the GT/BT tables of τ-safe (l,k)-diversity) has a
+  second partition: the QI groups (``group``, generalized boxes: the generalized table GT, each
+  tuple with its bucket id) and the sensitive buckets (``bucket``: the bucket table BT, per bucket
+  its values and their counts). The adversary sees per group its box and the multiset of bucket
+  ids of its tuples, and per bucket its values; which of a group's tuples is in which bucket is
+  hidden. A respondent of group ``g`` then believes value ``v`` with probability
+  ``sum_b n_{g,b}/|g| * c_b(v)/|b|`` (:meth:`Publication.expected_group_counts` / ``|g|``); with
+  one partition (``bucket`` None, every other method) the bucket is the group and that is the
+  group's frequencies.
 * :class:`PublicView` — a publication as an adversary sees it: per group the respondents that may
   own its tuples and the multiset of its sensitive values, with the link between them removed.
 * :class:`History` — releases and publications so far.
@@ -25,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from .errors import CdpbenchError
 
 if TYPE_CHECKING:  # a release holds its schema; the schema builds releases (Schema.encode)
     from .schema import Schema
@@ -120,6 +132,16 @@ class Publication:
     qi: np.ndarray | None = None  # float64 [p, d] exact QI, only in a bucketized publication
     time: np.ndarray | None = None  # int64 [p] timestamps (cumulative releases)
     info: dict[str, Any] = field(default_factory=dict)
+    bucket: np.ndarray | None = None  # int64 [p] sensitive bucket of each record (angelized: GT's BID); None: the group
+
+    def __post_init__(self) -> None:
+        if self.bucket is not None:
+            self.bucket = np.asarray(self.bucket, dtype=np.int64)
+            if len(self.bucket) != len(self.group) or (len(self.bucket) and self.bucket.min() < 0):
+                raise CdpbenchError(f"Publication.bucket must hold a bucket id >= 0 per published record "
+                                    f"({len(self.group)}), got {len(self.bucket)} ids")
+            if self.qi is not None:
+                raise CdpbenchError("Publication.bucket (angelized) and Publication.qi (bucketized) exclude each other")
 
     @property
     def n_groups(self) -> int:
@@ -128,6 +150,29 @@ class Publication:
     @property
     def bucketized(self) -> bool:
         return self.qi is not None
+
+    @property
+    def angelized(self) -> bool:
+        """Two partitions: QI groups (``group``) and sensitive buckets (``bucket``); module docstring."""
+        return self.bucket is not None
+
+    @property
+    def n_buckets(self) -> int:
+        """Buckets (ids 0..B-1); the groups in a single-partition publication."""
+        if self.bucket is None:
+            return self.n_groups
+        return int(self.bucket.max()) + 1 if len(self.bucket) else 0
+
+    def bucket_of_record(self) -> np.ndarray:
+        """int64 ``[p]``: each record's sensitive bucket (its group in a single-partition publication)."""
+        return self.group if self.bucket is None else self.bucket
+
+    def require_single_partition(self, who: str) -> None:
+        """A one-line :class:`CdpbenchError` naming ``who`` when the publication is angelized: for a
+        consumer that reads the sensitive values of a QI group, which an angelized one does not publish."""
+        if self.angelized:
+            raise CdpbenchError(f"{who} does not support an angelized publication "
+                                "(QI groups published apart from the sensitive buckets, GT/BT)")
 
     @property
     def owned(self) -> np.ndarray:
@@ -144,13 +189,36 @@ class Publication:
         return np.bincount(self.group, minlength=self.n_groups)
 
     def group_counts(self) -> np.ndarray:
-        """``[G, m]`` count of each sensitive value per group."""
+        """``[G, m]`` count of each sensitive value per group. Refused for an angelized publication
+        (its groups publish no values: :meth:`expected_group_counts`, :meth:`bucket_counts`)."""
+        self.require_single_partition("Publication.group_counts (use expected_group_counts or bucket_counts)")
+        return value_counts(self.group, self.sensitive, self.n_groups, self.schema.sensitive.size)
+
+    def bucket_sizes(self) -> np.ndarray:
+        """``[B]`` tuples per bucket (the group sizes in a single-partition publication)."""
+        return np.bincount(self.bucket_of_record(), minlength=self.n_buckets)
+
+    def bucket_counts(self) -> np.ndarray:
+        """``[B, m]`` count of each sensitive value per bucket (BT; :meth:`group_counts` when single-partition)."""
+        return value_counts(self.bucket_of_record(), self.sensitive, self.n_buckets, self.schema.sensitive.size)
+
+    def group_bucket_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The group x bucket multiplicities, sparse: ``(group, bucket, n)`` with ``n[i]`` > 0 tuples
+        of ``group[i]`` in ``bucket[i]``, sorted by group then bucket (GT's BID column, counted)."""
+        return pair_counts(self.group, self.bucket_of_record(), self.n_buckets)
+
+    def expected_group_counts(self) -> np.ndarray:
+        """float ``[G, m]``: ``E_g(v) = sum_b n_{g,b} c_b(v) / |b|``, the expected count of each value
+        among group g's tuples given GT and BT (a respondent of g believes ``E_g(v) / |g|``). Equal
+        to :meth:`group_counts` in a single-partition publication."""
         m = self.schema.sensitive.size
-        flat = np.bincount(self.group * m + self.sensitive, minlength=self.n_groups * m)
-        return flat.reshape(self.n_groups, m)
+        if self.bucket is None:
+            return value_counts(self.group, self.sensitive, self.n_groups, m).astype(float)
+        return expected_counts(*self.group_bucket_counts(), self.bucket_counts(), self.n_groups)
 
     def batch(self, prior: np.ndarray | None = None) -> GroupBatch:
-        """The publication's groups as a :class:`GroupBatch` (for verification)."""
+        """The publication's groups as a :class:`GroupBatch` (for verification; the QI groups with
+        their records' true values, also in an angelized publication)."""
         return GroupBatch(self.sensitive, self.group, self.n_groups, self.schema.sensitive.size, prior, self.qi)
 
     # ------------------------------------------------------------------ construction
@@ -221,19 +289,27 @@ class Publication:
     # ------------------------------------------------------------------ views
     def public(self) -> "PublicView":
         """What an adversary sees: per group its candidate respondents and its sensitive values,
-        each sorted, so the position of a tuple says nothing about who owns it."""
+        each sorted, so the position of a tuple says nothing about who owns it. Angelized: per
+        group its candidates and the bucket ids of its tuples (GT), per bucket its value counts
+        (BT); no sensitive value per group (``sensitive`` None)."""
         by_resp = np.lexsort((self.respondent, self.group))
-        by_sens = np.lexsort((self.sensitive, self.group))
+        if self.bucket is None:
+            sensitive, bucket, table = self.sensitive[np.lexsort((self.sensitive, self.group))], None, None
+        else:
+            sensitive, table = None, self.bucket_counts()
+            bucket = self.bucket[np.lexsort((self.bucket, self.group))]
         return PublicView(
             t=self.t,
             schema=self.schema,
             group=self.group[by_resp],
             respondent=self.respondent[by_resp],
-            sensitive=self.sensitive[by_sens],
+            sensitive=sensitive,
             low=self.low,
             high=self.high,
             value_sets=self.value_sets,
             suppressed_count=len(self.suppressed),
+            bucket=bucket,
+            bucket_value_counts=table,
         )
 
     def to_frame(self) -> pd.DataFrame:
@@ -248,6 +324,8 @@ class Publication:
                 vals = np.asarray(a.values, dtype=object)
                 labels = [vals[int(x)] if x == y else "{" + ",".join(vals[int(x) : int(y) + 1]) + "}" for x, y in zip(lo, hi)]
             out[a.name] = np.asarray(labels, dtype=object)[self.group] if len(labels) else np.empty(0, dtype=object)
+        if self.bucket is not None:  # GT's BID; the value is the truth behind BT
+            out["bucket"] = self.bucket
         out[s.sensitive.name] = np.asarray(s.sensitive.values, dtype=object)[self.sensitive]
         out["counterfeit"] = self.counterfeit
         return pd.DataFrame(out)
@@ -260,26 +338,87 @@ class PublicView:
     ``group``/``respondent`` list the candidate respondents per group (sorted by group, then id);
     ``sensitive`` lists the published sensitive values sorted by group, then value. Both arrays are
     aligned on group boundaries (same group sizes), not on individual rows.
+
+    Angelized (GT/BT): ``sensitive`` is None — no group publishes values; ``bucket`` lists the
+    bucket id of each of a group's tuples (sorted by group, then bucket id; aligned with ``group``
+    on group boundaries) and ``bucket_value_counts`` ``[B, m]`` each bucket's values (BT's
+    signature and count).
     """
 
     t: int
     schema: Schema
     group: np.ndarray
     respondent: np.ndarray
-    sensitive: np.ndarray
+    sensitive: np.ndarray | None
     low: np.ndarray
     high: np.ndarray
     value_sets: dict[int, np.ndarray]
     suppressed_count: int
+    bucket: np.ndarray | None = None  # angelized: GT's BID of each tuple, sorted by (group, bucket)
+    bucket_value_counts: np.ndarray | None = None  # angelized: BT, [B, m]
 
     @property
     def n_groups(self) -> int:
         return int(self.low.shape[0])
 
+    @property
+    def angelized(self) -> bool:
+        return self.bucket is not None
+
+    def require_single_partition(self, who: str) -> None:
+        """As :meth:`Publication.require_single_partition`."""
+        if self.angelized:
+            raise CdpbenchError(f"{who} does not support an angelized publication "
+                                "(QI groups published apart from the sensitive buckets, GT/BT)")
+
+    def group_sizes(self) -> np.ndarray:
+        """``[G]`` published tuples per group (counterfeits included)."""
+        return np.bincount(self.group, minlength=self.n_groups)
+
     def group_counts(self) -> np.ndarray:
-        m = self.schema.sensitive.size
-        flat = np.bincount(self.group * m + self.sensitive, minlength=self.n_groups * m)
-        return flat.reshape(self.n_groups, m)
+        """``[G, m]`` count of each value per group; refused for an angelized view (use
+        :meth:`expected_group_counts`)."""
+        self.require_single_partition("PublicView.group_counts (use expected_group_counts)")
+        return value_counts(self.group, self.sensitive, self.n_groups, self.schema.sensitive.size)
+
+    def bucket_counts(self) -> np.ndarray:
+        """``[B, m]`` BT (the group counts of a single-partition view)."""
+        return self.group_counts() if self.bucket_value_counts is None else self.bucket_value_counts
+
+    def group_bucket_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As :meth:`Publication.group_bucket_counts`, from GT's bucket ids."""
+        bucket = self.group if self.bucket is None else self.bucket
+        return pair_counts(self.group, bucket, len(self.bucket_counts()) if self.angelized else self.n_groups)
+
+    def expected_group_counts(self) -> np.ndarray:
+        """As :meth:`Publication.expected_group_counts`: float ``[G, m]`` from GT and BT only."""
+        if self.bucket is None:
+            return self.group_counts().astype(float)
+        return expected_counts(*self.group_bucket_counts(), self.bucket_value_counts, self.n_groups)
+
+
+def value_counts(segment: np.ndarray, sensitive: np.ndarray, n_segments: int, m: int) -> np.ndarray:
+    """``[n_segments, m]`` count of each value per segment (group or bucket)."""
+    flat = np.bincount(np.asarray(segment, dtype=np.int64) * m + sensitive, minlength=n_segments * m)
+    return flat.reshape(n_segments, m)
+
+
+def pair_counts(group: np.ndarray, bucket: np.ndarray, n_buckets: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(group, bucket, n)``: the distinct (group, bucket) pairs of the records, sorted, and how
+    many records each holds."""
+    key, n = np.unique(np.asarray(group, dtype=np.int64) * max(n_buckets, 1) + bucket, return_counts=True)
+    return key // max(n_buckets, 1), key % max(n_buckets, 1), n
+
+
+def expected_counts(group: np.ndarray, bucket: np.ndarray, n: np.ndarray, bucket_counts: np.ndarray, n_groups: int) -> np.ndarray:
+    """float ``[G, m]``: ``sum_b n_{g,b} c_b(v) / |b|`` over the pairs ``(group, bucket, n)``. Each
+    term is ``(n c) / |b|``, so a group lying in one bucket it fills (``n = |b|``) gets its counts
+    exactly."""
+    sizes = bucket_counts.sum(axis=1)
+    share = (n[:, None] * bucket_counts[bucket]) / np.maximum(sizes[bucket], 1)[:, None]
+    out = np.zeros((n_groups, bucket_counts.shape[1]))
+    np.add.at(out, group, share)
+    return out
 
 
 def rows_of(ids: np.ndarray, wanted: np.ndarray, *, match_negative: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -193,6 +193,8 @@ def defender_posterior(comp: Components, release, publication, prior: np.ndarray
     prior (aligned with release rows) and its estimator; ``None`` without an estimator."""
     if comp.estimator is None or prior is None:
         return None
+    if publication.angelized:  # its groups publish no values, which the estimators judge
+        publication.require_single_partition(f"the defender's estimator {getattr(comp, 'names', {}).get('estimator')!r}")
     weights = prior[np.maximum(publication.row, 0)]
     if publication.counterfeit.any():
         weights = weights.copy()

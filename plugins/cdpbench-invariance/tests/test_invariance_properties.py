@@ -21,6 +21,7 @@ from cdpbench_invariance.anonymizers.tau_safety import TauSafety
 from cdpbench_invariance.privacy_models.m_invariance import MInvarianceModel
 from cdpbench_invariance.history_verifier import MUniqueParams
 from cdpbench_invariance.privacy_models.sliced_bucket import SlicedBucketModel
+from cdpbench_invariance.privacy_models.tau_safe_lk import TauSafeLKModel, TauSafeLKModelParams
 from cdpbench_invariance.privacy_models.tau_safety import TauSafetyModel
 
 VALUES = tuple(f"v{i}" for i in range(7))
@@ -65,7 +66,7 @@ def verify_all(model, releases, pubs):
 def shrunk(res, view) -> int:
     """Respondents whose intersected candidate set is smaller than their own signature (left with
     one value, or narrowed)."""
-    signature = view.group_counts()[view.group] > 0
+    signature = view.expected_group_counts()[view.group] > 0  # angelized: the union of the group's buckets
     real = res.respondent >= 0
     return int((((res.posterior > 0).sum(axis=1) < signature.sum(axis=1)) & real).sum())
 
@@ -80,10 +81,13 @@ def disclosures(releases, pubs):
 
 
 METHODS = {
-    "m_invariance": (lambda m: MInvariance(InvarianceParams(m=m)), MInvarianceModel),
-    "tau_safety": (lambda m: TauSafety(InvarianceParams(m=m)), TauSafetyModel),
-    "tau_safe_lk": (lambda m: TauSafeLK(TauSafeLKParams(l=m, k=m)), TauSafetyModel),
-    "sliced_bucket": (lambda m: SlicedBucket(SlicedBucketParams(m=m)), SlicedBucketModel),
+    "m_invariance": (lambda m: MInvariance(InvarianceParams(m=m)), lambda m: MInvarianceModel(MUniqueParams(m=m))),
+    "tau_safety": (lambda m: TauSafety(InvarianceParams(m=m)), lambda m: TauSafetyModel(MUniqueParams(m=m))),
+    "tau_safe_lk": (lambda m: TauSafeLK(TauSafeLKParams(l=m, k=m)), lambda m: TauSafeLKModel(TauSafeLKModelParams(m=m))),
+    "tau_safe_lk_k3": (lambda m: TauSafeLK(TauSafeLKParams(l=m, k=3)), lambda m: TauSafeLKModel(TauSafeLKModelParams(m=m, k=3))),
+    "tau_safe_lk_buckets": (lambda m: TauSafeLK(TauSafeLKParams(l=m, k=m, form="buckets")),
+                            lambda m: TauSafeLKModel(TauSafeLKModelParams(m=m))),
+    "sliced_bucket": (lambda m: SlicedBucket(SlicedBucketParams(m=m)), lambda m: SlicedBucketModel(MUniqueParams(m=m))),
 }
 
 
@@ -93,14 +97,20 @@ def test_every_publication_passes_its_whole_history_verifier(name, seed, m):
     releases = scenario(seed)
     make, model = METHODS[name]
     pubs = publish_all(make(m), releases)
-    for rel, pub, report in zip(releases, pubs, verify_all(model(MUniqueParams(m=m)), releases, pubs)):
+    for rel, pub, report in zip(releases, pubs, verify_all(model(m), releases, pubs)):
         assert report.satisfied, (name, rel.t, report)
         real = pub.respondent[pub.respondent >= 0]
         assert len(np.unique(real)) == len(real)  # a respondent at most once
         assert set(real) | set(pub.suppressed.tolist()) == set(rel.respondent.tolist())
         assert not set(real) & set(pub.suppressed.tolist())
-        counts = pub.group_counts()
+        counts = pub.bucket_counts()  # the groups, but for τ-safe (l,k)'s angelized form
         assert ((counts > 0).sum(axis=1) >= m).all() and counts.max() <= 1  # m-unique
+        assert pub.angelized == (name in ("tau_safe_lk", "tau_safe_lk_k3"))
+        if pub.angelized:  # GT: QI groups of k to 2k - 1 tuples (one group if fewer than k)
+            k = 3 if name == "tau_safe_lk_k3" else m
+            sizes = pub.group_sizes()
+            assert (sizes >= min(k, len(pub))).all() and (sizes < 2 * k).all() or pub.n_groups == 1
+            assert report.levels["k"] == sizes.min()
         if name == "sliced_bucket":
             assert not pub.counterfeit.any()
 

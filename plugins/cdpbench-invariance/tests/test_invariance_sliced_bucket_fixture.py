@@ -178,12 +178,16 @@ def attack(pubs):
     return out
 
 
-def test_collusion_discloses_p3_under_tau_safe_lk_only(published):
+@pytest.mark.parametrize("form", ["angelized", "buckets"])
+def test_collusion_discloses_p3_under_tau_safe_lk_only(published, form):
     """§1.1: under τ-safe (2,2)-diversity p3's T3 signature is checked against T2 only, so T1 ∩ T3 =
-    {SSM-pos} discloses it; slicedBucket discloses no one."""
+    {SSM-pos} discloses it, in the GT/BT form (p3's signature through its QI group's buckets) as in
+    the buckets form; slicedBucket discloses no one."""
     from cdpbench_invariance.anonymizers.tau_safe_lk import TauSafeLK, TauSafeLKParams
 
-    tau = attack(run(TauSafeLK(TauSafeLKParams(l=2, k=2, shuffle=False))))
+    pubs = run(TauSafeLK(TauSafeLKParams(l=2, k=2, shuffle=False, form=form)))
+    assert all(p.angelized == (form == "angelized") for p in pubs)
+    tau = attack(pubs)
     assert [int((r.posterior.max(axis=1) == 1.0).sum()) for r in tau] == [0, 0, 1]  # one value left
     p3 = list(tau[2].respondent).index(IDS["p3"])
     assert tau[2].posterior[p3, DISEASES.index("SSM-pos")] == 1.0  # p3's true value at T3

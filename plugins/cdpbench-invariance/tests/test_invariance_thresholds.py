@@ -73,7 +73,7 @@ def test_the_default_is_null_and_takes_the_privacy_models_m(name):
     from_model = publish_all(default, releases, model_cls(MUniqueParams(m=3)))
     explicit = publish_all(make(3), releases, None)
     assert same(from_model, explicit)
-    assert min(((p.group_counts() > 0).sum(axis=1).min() for p in from_model)) == 3
+    assert min(((p.bucket_counts() > 0).sum(axis=1).min() for p in from_model)) == 3
     assert not same(from_model, publish_all(make(2), releases, None))
 
 
@@ -112,14 +112,24 @@ def test_a_model_m_above_the_domain_names_privacy_model_m():
         publish_all(SlicedBucket(), scenario(0, releases=1), SlicedBucketModel(MUniqueParams(m=8)))
 
 
-def test_tau_safe_lk_k_defaults_to_l_and_may_not_exceed_it():
+def test_tau_safe_lk_k_defaults_to_the_models_k_else_l_and_may_exceed_l_only_when_angelized():
+    from cdpbench_invariance.privacy_models.tau_safe_lk import TauSafeLKModel, TauSafeLKModelParams
+
     releases = scenario(3, releases=2)
-    model = TauSafetyModel(MUniqueParams(m=3))
-    assert same(publish_all(TauSafeLK(TauSafeLKParams(k=2)), releases, model), publish_all(TauSafeLK(TauSafeLKParams(l=3, k=3)), releases, None))
-    with pytest.raises(ConfigError, match=r"^anonymizer\.k must be an integer in \[1, l = 3\] \(l from privacy_model\.m\) \(got 4\)$"):
-        publish_all(TauSafeLK(TauSafeLKParams(k=4)), releases, model)
-    with pytest.raises(ConfigError, match=r"^k must be an integer in \[1, l = 2\]"):
-        TauSafeLKParams(l=2, k=3)
+    model = TauSafetyModel(MUniqueParams(m=3))  # no k: k = l
+    assert same(publish_all(TauSafeLK(TauSafeLKParams()), releases, model), publish_all(TauSafeLK(TauSafeLKParams(l=3, k=3)), releases, None))
+    with_k = TauSafeLKModel(TauSafeLKModelParams(m=3, k=5))
+    by_model = publish_all(TauSafeLK(TauSafeLKParams()), releases, with_k)
+    assert same(by_model, publish_all(TauSafeLK(TauSafeLKParams(l=3, k=5)), releases, None))
+    assert min(p.group_sizes().min() for p in by_model) == 5
+    assert not same(by_model, publish_all(TauSafeLK(TauSafeLKParams(l=3, k=3)), releases, None))
+    publish_all(TauSafeLK(TauSafeLKParams(k=4)), releases, model)  # k > l: QI groups apart from the buckets
+    with pytest.raises(ConfigError, match=r"^anonymizer\.k must be an integer in \[1, l = 3\] \(l from privacy_model\.m\) with form=buckets \(got 4\)$"):
+        publish_all(TauSafeLK(TauSafeLKParams(k=4, form="buckets")), releases, model)
+    with pytest.raises(ConfigError, match=r"^k must be an integer in \[1, l = 2\] with form=buckets"):
+        TauSafeLKParams(l=2, k=3, form="buckets")
+    with pytest.raises(ConfigError, match=r"^form must be one of 'angelized', 'buckets' \(got 'gt'\)$"):
+        TauSafeLKParams(form="gt")
 
 
 @pytest.mark.parametrize("name", list(METHODS))

@@ -5,7 +5,8 @@ ownerless copy) with true sensitive value ``s``
 in group ``Q`` (``|Q|`` counts every published tuple of the group, counterfeits included, as the
 adversary sees them), let ``p`` be the adversary's posterior of ``r`` on ``s`` and
 ``a = m(s) / |Q|`` the share of ``s`` in ``Q`` (the belief of an adversary who only counts the
-group's values). Averaged over those records:
+group's values; in an angelized publication ``m(s)`` is the expected count through the buckets,
+:meth:`~cdpbench.data.Publication.expected_group_counts`). Averaged over those records:
 
 * ``gain_rho`` — JS-reduce §7.2, the average adversary gain ``rho = mean (p - a) / (1 - a)``
   (signed: negative when background knowledge misleads). A record with ``a = 1`` (its group
@@ -85,7 +86,7 @@ def _beliefs_with_rows(publication: Publication, attack: AttackResult) -> tuple[
     found = (known[pos] == resp) if len(known) else np.zeros(len(resp), dtype=bool)
     rows = order[pos[found]]
     p = np.asarray(attack.posterior, dtype=float)[rows, s[found]]
-    counts = publication.group_counts()
+    counts = publication.expected_group_counts()  # the group counts when single-partition
     sizes = publication.group_sizes()
     a = counts[grp[found], s[found]] / sizes[grp[found]]
     return p, a, rows

@@ -11,7 +11,9 @@ Kifer & Gehrke ("Injecting utility into anonymized datasets", SIGMOD 2006) and t
   Adult's are), otherwise over ``[low, high]`` by length, each original value owning the cell
   between the midpoints to its neighbouring distinct values (a point interval puts all its mass
   on the cell containing it); a categorical QI over its value set. A suppressed record is fully
-  generalized: spread over the whole QI domain with its sensitive value. Each record has mass
+  generalized: spread over the whole QI domain with its sensitive value. In an angelized
+  publication (GT/BT) a group's records carry its expected value counts through the buckets
+  (:meth:`~cdpbench.data.Publication.expected_group_counts`). Each record has mass
   ``1 / (|published| + |suppressed|)``.
 * A bucketized publication publishes exact QI points: every point of a bucket carries the
   bucket's sensitive distribution, ``P_rec(q, s) ~ sum_bucket #{points of the bucket at q} x
@@ -82,7 +84,7 @@ def reconstructed_mass(publication: Publication, release: Release) -> tuple[np.n
             elif integral[j]:
                 region_factor /= np.maximum(integer_count(regions.low[:, j], regions.high[:, j]), 1.0)
         real_valued = [j for j, a in enumerate(schema.qi) if a.kind == "numeric" and not integral[j]]
-        gcounts = publication.group_counts().astype(float)
+        gcounts = publication.expected_group_counts()  # the group counts when single-partition
         if publication.bucketized:
             sizes = np.maximum(publication.group_sizes(), 1)
             per_region = gcounts[regions.group] / sizes[regions.group][:, None]

@@ -43,8 +43,9 @@ The true answer (``Count(original)``) counts the release's records inside the ra
 value ``s``). The estimate (``Count(anonymized)``) assumes records spread uniformly over their
 group's region: ``sum_groups (share of the group's region inside the query ranges) x c_g``, with
 ``c_g`` the group's size ``|Q|`` in the ``qi`` form and the count of ``s`` in the group in the
-``qi_sensitive`` form (integral numeric domains count integers, other numeric domains measure
-length, categorical QIs count leaves of the value set). In a bucketized publication the QI values
+``qi_sensitive`` form (its expected count through the buckets in an angelized publication,
+:meth:`~cdpbench.data.Publication.expected_group_counts`; integral numeric domains count
+integers, other numeric domains measure length, categorical QIs count leaves of the value set). In a bucketized publication the QI values
 are exact: every published QI point inside the ranges counts 1 in the ``qi`` form, and its
 bucket's share ``count_bucket(s) / |bucket|`` in the ``qi_sensitive`` form. Suppressed records
 are absent from the publication and thus from the estimate; counterfeits are in it (they are
@@ -221,7 +222,7 @@ def query_answers(queries: CountQueries, release: Release, publication: Publicat
     m = publication.schema.sensitive.size
     if values[0] < ANY_VALUE or values[-1] >= m:
         raise ValueError(f"query sensitive values must be in [{ANY_VALUE}, {m - 1}], got {values[0]}..{values[-1]}")
-    gcounts = publication.group_counts().astype(float)
+    gcounts = publication.expected_group_counts()  # the group counts when single-partition
     gsizes = publication.group_sizes().astype(float)
     bucketized = publication.bucketized
     if bucketized:

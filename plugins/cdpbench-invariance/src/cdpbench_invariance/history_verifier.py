@@ -1,16 +1,19 @@
 """The whole-history verifier the invariance family's privacy models share (``m_invariance``,
-``tau_safety``, ``sliced_bucket``: :mod:`cdpbench_invariance.privacy_models`).
+``tau_safety``, ``tau_safe_lk``, ``sliced_bucket``: :mod:`cdpbench_invariance.privacy_models`).
 
 Each judges a candidate group as m-unique (Def. 7: at least m tuples, all of distinct sensitive
 values), so it also serves as a predicate for any anonymizer, and :meth:`verify` re-checks the
 new publication against every earlier one of the run (``ModelContext.history``). A respondent's
-*signature* in a release is the set of values of the group it was published in.
+*signature* in a release is the set of values of the bucket it was published in: its group, or in
+an angelized publication (GT/BT, τ-safe (l,k)-diversity) its sensitive bucket
+(``Publication.bucket``), where m-uniqueness is judged on the buckets too.
 
 * ``m_invariance`` (Def. 8): a respondent published in consecutive releases with the same value
   (one lifespan) keeps its signature.
 * ``tau_safety`` (reading of [11], see :mod:`cdpbench_invariance.anonymizers.tau_safety`): against the
   respondent's previous publication only, the signature is equal when the value lies in the
   previous signature, disjoint otherwise.
+* ``tau_safe_lk`` (reading of [12]): ``tau_safety``'s rule, and every QI group of >= k tuples.
 * ``sliced_bucket`` (Def. 11, pairwise reading, spec §3.5 item 3): every two signatures of a
   respondent are equal or disjoint.
 
@@ -47,11 +50,11 @@ class Signed:
 
 
 def signed(publication: Publication) -> Signed:
-    counts = publication.group_counts()
+    counts = publication.bucket_counts()  # the group counts when single-partition
     real = publication.respondent >= 0
     order = np.argsort(publication.respondent[real], kind="stable")
     resp = publication.respondent[real][order]
-    sig = counts[publication.group[real][order]] > 0
+    sig = counts[publication.bucket_of_record()[real][order]] > 0
     return Signed(resp, sig, publication.sensitive[real][order])
 
 
@@ -82,16 +85,21 @@ class _Invariance(PrivacyModel):
         return (batch.sizes() >= self.params.m) & (counts.max(axis=1, initial=0) <= 1)
 
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
-        counts = publication.group_counts()
+        counts = publication.bucket_counts()  # the group counts when single-partition
         distinct = (counts > 0).sum(axis=1)
         return {"m": float(distinct.min()) if len(distinct) else 0.0}
 
     def history_violations(self, now: Signed, history: list[Signed]) -> np.ndarray:
         raise NotImplementedError
 
+    def buckets(self, publication: Publication) -> GroupBatch:
+        """The publication's buckets as a :class:`GroupBatch` (its groups when single-partition)."""
+        return GroupBatch(publication.sensitive, publication.bucket_of_record(), publication.n_buckets,
+                          publication.schema.sensitive.size)
+
     def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
-        groups = publication.batch()
-        ok = self.accepts(groups, ctx) if publication.n_groups else np.ones(0, bool)
+        groups = self.buckets(publication)
+        ok = self.accepts(groups, ctx) if publication.n_buckets else np.ones(0, bool)
         now = self._of(publication)
         past = [self._of(p) for p in ctx.history.publications]
         bad_history = int(self.history_violations(now, past).sum()) if past else 0

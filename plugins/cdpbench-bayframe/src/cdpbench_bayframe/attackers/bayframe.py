@@ -114,6 +114,7 @@ class BayFrameAttacker(Attacker):
         self.bayesian: BayesianEstimator | None = p.estimator if isinstance(p.estimator, BayesianEstimator) else None
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
+        view.require_single_partition("attacker bayframe (its estimator reads a QI group's values)")
         p = self.params
         m = view.schema.sensitive.size
         respondent = np.asarray(view.respondent, dtype=np.int64)

@@ -20,6 +20,11 @@ read.
 
 Published tuples whose respondent is not in the population (counterfeits, respondent -1) get a
 uniform prior row; the result still has one row per entry of ``view.respondent``.
+
+An angelized view (GT/BT: QI groups apart from the sensitive buckets) goes to the estimator's
+``angelized_posterior(weights, view)``: ``frequency`` gives the expected frequencies through the
+buckets; ``omega`` and ``permanent`` with priors, and an estimator without that method, refuse
+with one line.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from cdpbench.data import PublicView, Release, rows_of
+from cdpbench.errors import CdpbenchError
 from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Knowledge, plugin_ref
 
 
@@ -69,5 +75,13 @@ class Snapshot(Attacker):
         rows, found = rows_of(population.respondent, respondent, match_negative=True)
         weights = np.full((len(respondent), m), 1.0 / m)
         weights[found] = prior[rows[found]]
-        posterior = self.estimator.posterior(weights, view.sensitive, view.group, view.n_groups, m)
+        if view.angelized:
+            angelized = getattr(self.estimator, "angelized_posterior", None)
+            if angelized is None:
+                name = getattr(self.estimator, "plugin_name", type(self.estimator).__name__)
+                raise CdpbenchError(f"attacker snapshot: estimator {name!r} does not support an angelized publication "
+                                    "(QI groups published apart from the sensitive buckets, GT/BT)")
+            posterior = angelized(weights, view)
+        else:
+            posterior = self.estimator.posterior(weights, view.sensitive, view.group, view.n_groups, m)
         return AttackResult(respondent=respondent.copy(), posterior=np.asarray(posterior, dtype=float))

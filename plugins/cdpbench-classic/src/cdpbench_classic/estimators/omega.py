@@ -35,7 +35,7 @@ import numpy as np
 
 from cdpbench.plugin import Estimator
 
-from .frequency import group_counts
+from .frequency import Frequency, group_counts, refuse_angelized
 
 
 def omega_posterior(
@@ -73,3 +73,10 @@ class OmegaEstimate(Estimator):
         self, weights: np.ndarray | None, sensitive: np.ndarray, segment: np.ndarray, n_groups: int, n_values: int
     ) -> np.ndarray:
         return omega_posterior(weights, sensitive, segment, n_groups, n_values)
+
+    def angelized_posterior(self, weights, view):
+        """Without priors the frequencies through the buckets; with them refused (the Ω-estimate
+        shares a group's published counts, which an angelized group does not have)."""
+        if weights is not None:
+            refuse_angelized("'omega' (with prior weights)")
+        return Frequency().angelized_posterior(None, view)

@@ -37,7 +37,7 @@ import numpy as np
 from cdpbench.errors import require
 from cdpbench.plugin import Estimator
 
-from .frequency import group_counts
+from .frequency import group_counts, refuse_angelized
 
 
 @dataclass
@@ -184,3 +184,7 @@ class Permanent(Estimator):
 
     def posterior(self, weights, sensitive, segment, n_groups, n_values):
         return permanent_posterior(weights, sensitive, segment, n_groups, n_values, self.params)[0]
+
+    def angelized_posterior(self, weights, view):
+        """Refused: the exact permanent is over a group's assignments to its published values."""
+        refuse_angelized("'permanent' (exact permanent over a group's values)")

@@ -95,6 +95,7 @@ class BetaLikeness(PrivacyModel):
         return ok & (counts.sum(axis=1) >= self.params.k)
 
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        publication.require_single_partition("privacy model beta_likeness (it judges a QI group's values)")
         counts = publication.group_counts()
         if counts.shape[0] == 0:
             return {"k": 0.0, "beta": 0.0, "beta_satisfied": 0.0}

@@ -98,6 +98,7 @@ class BTPrivacy(PrivacyModel):
         return (self.group_distances(batch) <= self.params.t + _TOLERANCE) & (batch.sizes() >= self.params.k)
 
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        publication.require_single_partition("privacy model bt_privacy (it judges a QI group's values)")
         sizes = publication.group_sizes()
         if not len(sizes):
             return {"k": 0.0, "t": 0.0}

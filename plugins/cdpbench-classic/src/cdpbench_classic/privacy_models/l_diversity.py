@@ -119,6 +119,7 @@ class LDiversity(PrivacyModel):
         return ok
 
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        publication.require_single_partition("privacy model l_diversity (it judges a QI group's values)")
         counts = publication.group_counts()
         if counts.shape[0] == 0:
             return {"k": 0.0, "l_distinct": 0.0, "l_entropy": 0.0, "c_recursive": float("nan")}

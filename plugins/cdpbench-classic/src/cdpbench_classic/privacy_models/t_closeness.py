@@ -129,6 +129,7 @@ class TCloseness(PrivacyModel):
         return (counts.sum(axis=1) >= self.params.k) & (self.distances(counts, ctx) <= self.params.t + _TOL)
 
     def levels(self, publication: Publication, ctx: ModelContext) -> dict[str, float]:
+        publication.require_single_partition("privacy model t_closeness (it judges a QI group's values)")
         counts = publication.group_counts()
         if counts.shape[0] == 0:
             return {"k": 0.0, "t": 0.0}

@@ -3,7 +3,10 @@
 
 A respondent's *signature* in a release is the set of sensitive values published in its group
 (bucket): the adversary knows the respondent is in that group (its QI, or the bucket's ids), not
-which tuple is its own. Following one respondent through the releases, she intersects its current
+which tuple is its own. In an angelized publication (GT/BT, τ-safe (l,k)-diversity) she knows the
+respondent's QI group, not which of its tuples, hence which bucket, is its own: its signature is
+the union of the signatures of the group's buckets (the values of positive expected count,
+:meth:`~cdpbench.data.PublicView.expected_group_counts`). Following one respondent through the releases, she intersects its current
 signature with each earlier one: if the value did not change in between, it lies in both. Def. 1
 names the alternate-release case (Sig_r(t) ∩ Sig_{r-i}(t), i >= 2) that τ-safety's check of the
 previous release alone misses; this attacker tries every earlier release (i >= 1), so it attacks
@@ -15,7 +18,8 @@ Per view (release r), for each candidate respondent v with signature S_r(v):
   releases j in which v was published (ties: the most recent j); S_r(v) itself when there is none
   (first publication, or every intersection empty — the value changed);
 * the posterior spreads over C(v) in proportion to the tuples of each value in v's group (uniform
-  when the bucket's values are distinct, as in m-unique buckets: confidence 1/|C(v)|, spec §3.5.3);
+  when the bucket's values are distinct, as in m-unique buckets: confidence 1/|C(v)|, spec §3.5.3;
+  angelized: in proportion to the group's expected count of each value through its buckets);
 * ``narrowed``: 1 < |C(v)| < |S_r(v)|, the intersection left fewer values than the signature but
   more than one; a count per release in ``extra``, with ``narrowed_share`` of the view's
   respondents.
@@ -50,7 +54,7 @@ class IntersectionAttacker(Attacker):
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         respondent = np.asarray(view.respondent, dtype=np.int64)
-        counts = view.group_counts()  # [G, m] tuples of each value per group
+        counts = view.expected_group_counts()  # [G, m] tuples of each value per group (expected, angelized)
         signature = counts[view.group] > 0  # [p, m] S_r(v) of each candidate row
         own = signature.sum(axis=1)
         best = signature.copy()  # C(v): S_r(v) until a smaller non-empty intersection is found

@@ -5,7 +5,9 @@ sensitive value". Reading: she knows each published respondent's exact QI (``ctx
 e.g. a voter list) and finds the groups whose generalized cell covers it (numeric: inside
 [low, high]; categorical: a leaf the group stands for). The respondent's tuple is one of those
 groups' tuples, each equally likely, so the posterior is the value distribution over the tuples of
-the covering groups (counterfeits included: she cannot tell them apart).
+the covering groups (counterfeits included: she cannot tell them apart). In an angelized
+publication (GT/BT) a group's values are its expected counts through its buckets
+(:meth:`~cdpbench.data.PublicView.expected_group_counts`).
 
 Extra numbers per release: ``mapped`` (respondents whose QI one group alone covers: the EC is
 found) and ``mapped_share`` of the published respondents. When the covering groups hold a single
@@ -33,7 +35,7 @@ class MembershipAttacker(Attacker):
         pop = ctx.population
         order = np.argsort(pop.respondent, kind="stable")
         pos = order[np.searchsorted(pop.respondent, respondent, sorter=order)]
-        counts = view.group_counts().astype(float)  # [G, m]
+        counts = view.expected_group_counts()  # [G, m] (expected through the buckets, angelized)
         weight = np.zeros((len(respondent), counts.shape[1]))  # tuples of each value in the covering groups
         n_cover = np.zeros(len(respondent), dtype=np.int64)
         qi = pop.qi[pos]

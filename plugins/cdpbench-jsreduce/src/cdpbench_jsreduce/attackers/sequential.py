@@ -109,6 +109,7 @@ class SequentialAttacker(Attacker):
         self.revises = p.knowledge != "bksv"
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
+        view.require_single_partition("attacker sequential (its estimator reads a QI group's values)")
         m = view.schema.sensitive.size
         respondent = np.asarray(view.respondent, dtype=np.int64)
         population = ctx.population
