@@ -66,7 +66,7 @@ def test_presets_and_option_groups_of_the_repository():
                               "bayframe/fig7", "bayframe/fig9", "bayframe/fig11", "bcf/fig1", "bcf/fig2", "invariance/attack", "invariance/fig5",
                               "invariance/fig5b", "invariance/fig6", "invariance/fig7", "invariance/fig8",
                               "invariance/fig9", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
-                              "js_reduce/fig7", "js_reduce/fig8", "ksaa/compare", "matrix/bkseq", "matrix/churn",
+                              "js_reduce/fig7", "js_reduce/fig8", "ksaa/compare", "ksaa/compare_own", "matrix/bkseq", "matrix/churn",
                               "matrix/cumulative", "matrix/sequential", "bayframe/exact_up_to/fig3",
                               "bayframe/exact_up_to/fig4", "bayframe/exact_up_to/fig5", "bayframe/exact_up_to/fig6"]
     assert preset_options("experiment/matrix/defense") == ["bkaa", "bt_privacy", "js_reduce", "l_diversity", "t_closeness"]

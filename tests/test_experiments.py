@@ -19,6 +19,7 @@ GRIDS = {
     "js_reduce/fig7": {"privacy_model.j": 4},
     "js_reduce/fig8": {"+experiment/js_reduce/method": 4, "metrics.query_error.selectivity": 4},
     "ksaa/compare": {"+experiment/ksaa/dataset": 2, "+experiment/ksaa/anonymizer": 3, "privacy_model.k": 4},
+    "ksaa/compare_own": {"+experiment/ksaa/dataset": 2, "+experiment/ksaa/anonymizer": 3, "privacy_model.inner.k": 4},
     "matrix/bkseq": {"+experiment/matrix/defense": 5},
     "matrix/churn": {"+experiment/matrix/churn_defense": 5},
     "matrix/sequential": {"+experiment/ksaa/anonymizer": 3},

@@ -5,7 +5,8 @@ release at once, not one pair of releases at a time (:mod:`.linkability`'s ``joi
 **The multipartite graph.** Its nodes are the published records of the views; two records of two
 different views are linked when the linkage graph of their two views links them
 (:mod:`.linkage_graph`: their groups' generalized QIs meet on every attribute both publish, and
-their values are equal under ``transitions="none"``, any under ``"any"``). A *clique* takes one
+their values are equal under ``transitions="none"``, any under ``"any"``, a change the PD_cor
+knowledge allows under ``"knowledge"``, :mod:`.transition_relation`). A *clique* takes one
 record of each view and links every two of them: the records one respondent may have.
 
 **Whose records are assigned** (the lab's reading: the views do not all publish the same
@@ -73,6 +74,7 @@ from cdpbench.data import PublicView
 from cdpbench.regions import overlapping_pairs, view_regions
 
 from .linkage_graph import Nodes, _twin_groups, segments, shared_columns
+from .transition_relation import as_relation
 
 JOINS = ("joint", "pairwise")
 JOIN_HELP = (  # the help of ``join`` in the components that also have ``pruned``
@@ -195,10 +197,16 @@ _VALUE_RADIX = 1 << 20  # class * radix + value keys (values are far fewer)
 
 
 def joint_graph(views: list[PublicView], groups: list[np.ndarray], positions: tuple[int, ...],
-                transitions: str = "none", prepared: Prepared | None = None) -> JointGraph:
+                transitions="none", prepared: Prepared | None = None) -> JointGraph:
     """The :class:`JointGraph` of ``views[i]`` for ``i`` in ``positions``, for the respondents of
     the latest view published in all of them; ``groups[i]`` is the group of every respondent of
-    the latest view in ``views[i]`` (-1: not published there)."""
+    the latest view in ``views[i]`` (-1: not published there). ``transitions``: ``"none"``,
+    ``"any"`` or a :class:`.transition_relation.TransitionRelation` (PD_cor: class nodes keep their
+    values, as under ``"none"``, and two are linked when the relation allows their change over
+    the releases between their views)."""
+    relation = as_relation(transitions)
+    transitions = relation.kind
+    valued = transitions != "any"  # class nodes are (class, value)
     prepared = prepared or Prepared()
     positions = tuple(positions)
     m = len(positions)
@@ -224,7 +232,7 @@ def joint_graph(views: list[PublicView], groups: list[np.ndarray], positions: tu
         partial = (c < size).astype(np.int64)
         cols = [twins[(p, q)][:, None] for q in range(m) if q != p]
         cols += [partial[:, None], (c * partial)[:, None]]
-        if transitions == "none":  # a partial group's records of each value
+        if valued:  # a partial group's records of each value
             counts = np.zeros((G, n_values), dtype=np.int64)
             np.add.at(counts, (nd.group, nd.value), nd.count)
             cols.append(counts * partial[:, None])
@@ -241,7 +249,7 @@ def joint_graph(views: list[PublicView], groups: list[np.ndarray], positions: tu
         cap = np.bincount(cls[active], weights=c[active], minlength=n_cls).astype(np.int64)
         total = np.bincount(cls[active], weights=size[active], minlength=n_cls).astype(np.int64)
         on = cls[nd.group] >= 0
-        if transitions == "none":
+        if valued:
             k = cls[nd.group[on]] * _VALUE_RADIX + nd.value[on]
             uk, inv = np.unique(k, return_inverse=True)
             node_class.append(uk // _VALUE_RADIX)
@@ -258,16 +266,22 @@ def joint_graph(views: list[PublicView], groups: list[np.ndarray], positions: tu
     adjacency = {}
     for p in range(m):
         for q in range(p + 1, m):
+            allowed = None
+            if transitions == "knowledge":
+                allowed = relation.allowed(int(vs[q].t) - int(vs[p].t), n_values)
             adjacency[(p, q)] = _node_pairs(meets[(p, q)], class_twin[p][q], class_twin[q][p],
-                                            node_class[p], node_value[p], node_class[q], node_value[q], transitions)
+                                            node_class[p], node_value[p], node_class[q], node_value[q], transitions,
+                                            allowed)
     types = _cliques([len(c) for c in node_class], adjacency)
     return JointGraph(positions, transitions, nodes, group_class, node_class, node_value, node_count,
                       class_cap, class_total, types)
 
 
-def _node_pairs(meet, twin_p, twin_q, cls_p, val_p, cls_q, val_q, transitions) -> np.ndarray:
+def _node_pairs(meet, twin_p, twin_q, cls_p, val_p, cls_q, val_q, transitions, allowed=None) -> np.ndarray:
     """Sorted keys ``x * Nq + y`` of the linked class nodes of two positions: their classes'
-    twins meet (``meet``: pairs of twins) and, when values are kept (``val >= 0``), equal values."""
+    twins meet (``meet``: pairs of twins) and, when values are kept (``val >= 0``), equal values
+    (``"none"``) or values whose change ``allowed`` (``[m, m]``, earlier value first) allows
+    (``"knowledge"``)."""
     ta, tb = meet
     Nq = len(cls_q)
     if len(ta) == 0 or len(cls_p) == 0 or Nq == 0:
@@ -280,10 +294,13 @@ def _node_pairs(meet, twin_p, twin_q, cls_p, val_p, cls_q, val_q, transitions) -
     pp = np.searchsorted(tw_p[op], np.arange(n_tp + 1))
     pq = np.searchsorted(tw_q[oq], np.arange(n_tq + 1))
     na, nb = pp[ta + 1] - pp[ta], pq[tb + 1] - pq[tb]
-    if transitions == "any":  # any values: every node pair of meeting twins
+    if transitions in ("any", "knowledge"):  # every node pair of meeting twins (PD_cor: then filtered)
         rep, within = segments(np.zeros(len(ta), np.int64), na * nb)
         x = op[pp[ta][rep] + within // np.maximum(nb[rep], 1)]
         y = oq[pq[tb][rep] + within % np.maximum(nb[rep], 1)]
+        if transitions == "knowledge":
+            keep = allowed[val_p[x], val_q[y]]
+            x, y = x[keep], y[keep]
         return np.unique(x * Nq + y)
     # equal values: each node of a twin of p against the node of the same value in each class of
     # the meeting twin of q
@@ -590,6 +607,11 @@ class _Pattern:
     want: np.ndarray
     graph: JointGraph | None
     type_id: np.ndarray
+    # transitions="knowledge": the (pair, clique type) matches, a type matching a pair when its
+    # classes are the respondent's, its latest value the node's and each earlier value one its
+    # group there holds (None under "none" / "any": a pair asks about the types of one id)
+    match_pair: np.ndarray | None = None
+    match_type: np.ndarray | None = None
 
 
 class JointJoin:
@@ -601,9 +623,10 @@ class JointJoin:
     published there); ``prepared`` may pass the views' :class:`Prepared` parts already built;
     ``shortcuts``: see :func:`solve`."""
 
-    def __init__(self, views: list[PublicView], groups: list[np.ndarray], transitions: str = "none",
+    def __init__(self, views: list[PublicView], groups: list[np.ndarray], transitions="none",
                  prepared: Prepared | None = None, shortcuts: bool = True):
-        self.transitions = transitions
+        relation = as_relation(transitions)
+        self.transitions = transitions = relation.kind
         self.shortcuts = shortcuts
         prepared = prepared or Prepared()
         n = len(views)
@@ -622,7 +645,7 @@ class JointJoin:
             if len(positions) == 1:  # published in the latest view only: nothing to join
                 self.patterns.append(_Pattern(row, x, np.zeros(len(row), np.int64), None, np.zeros(0, np.int64)))
                 continue
-            graph = joint_graph(views, groups, positions, transitions, prepared)
+            graph = joint_graph(views, groups, positions, relation, prepared)
             m = graph.m
             # the class vector and value of each (member, latest node) pair, and of each type
             cv = np.stack([graph.group_class[p][groups[positions[p]][row]] for p in range(m)], axis=1)
@@ -636,6 +659,9 @@ class JointJoin:
                     pos = np.minimum(np.searchsorted(key, want), max(len(key) - 1, 0))
                     ok &= (key[pos] == want) if len(key) else False
             T = len(graph.types)
+            if transitions == "knowledge":
+                self.patterns.append(_knowledge_pattern(graph, groups, positions, row, x, cv, value))
+                continue
             type_cv = np.stack([graph.node_class[p][graph.types[:, p]] for p in range(m)], axis=1) if T else np.zeros((0, m), np.int64)
             type_value = graph.node_value[0][graph.types[:, 0]] if T else np.zeros(0, np.int64)
             ids = _joint_ids(np.concatenate([cv, type_cv]), np.concatenate([value, type_value]), transitions)
@@ -653,11 +679,22 @@ class JointJoin:
         sorted by row then node."""
         if pruned and not self._solved:
             for pat in self.patterns:
-                if pat.graph is not None:
+                if pat.graph is not None and pat.match_type is not None:
+                    asked = np.zeros(len(pat.graph.types), dtype=bool)
+                    asked[pat.match_type] = True
+                    solve(pat.graph, asked, self.shortcuts)
+                elif pat.graph is not None:
                     solve(pat.graph, np.isin(pat.type_id, pat.want[pat.want >= 0]), self.shortcuts)
             self._solved = True
         rows, nodes = [], []
         for pat in self.patterns:
+            if pat.match_type is not None:  # PD_cor: some matching (usable) type
+                hit = pat.graph.usable[pat.match_type] if pruned else np.ones(len(pat.match_type), dtype=bool)
+                ok = np.zeros(len(pat.row), dtype=bool)
+                ok[pat.match_pair[hit]] = True
+                rows.append(pat.row[ok])
+                nodes.append(pat.node[ok])
+                continue
             ok = pat.want >= 0 if pat.graph is not None else np.ones(len(pat.row), dtype=bool)
             if pruned and pat.graph is not None:
                 ok &= np.isin(pat.want, pat.type_id[pat.graph.usable])
@@ -676,3 +713,34 @@ def _joint_ids(cv: np.ndarray, value: np.ndarray, transitions: str) -> np.ndarra
         return np.zeros(0, np.int64)
     _, inv = np.unique(cols, axis=0, return_inverse=True)
     return np.asarray(inv, np.int64).ravel()
+
+
+def _knowledge_pattern(graph: JointGraph, groups: list[np.ndarray], positions: tuple[int, ...],
+                       row: np.ndarray, x: np.ndarray, cv: np.ndarray, value: np.ndarray) -> _Pattern:
+    """The :class:`_Pattern` of ``(row, latest node x)`` pairs under PD_cor transitions: values
+    may change along a clique, so a pair asks about every clique type with its class vector
+    ``cv`` and its latest value whose value in each earlier view is one the respondent's group
+    there holds (a class node sums the records of a value over twin groups; the respondent's own
+    group must have a record of it)."""
+    m, T = graph.m, len(graph.types)
+    if T == 0 or len(row) == 0:
+        empty = np.zeros(0, np.int64)
+        return _Pattern(row, x, np.full(len(row), -1, np.int64), graph, empty, empty, empty)
+    type_cv = np.stack([graph.node_class[p][graph.types[:, p]] for p in range(m)], axis=1)
+    type_last = graph.node_value[m - 1][graph.types[:, m - 1]]
+    ids = _joint_ids(np.concatenate([cv, type_cv]), np.concatenate([value, type_last]), "none")
+    want_id, type_id = ids[: len(row)], ids[len(row):]
+    order = np.argsort(type_id, kind="stable")
+    sorted_id = type_id[order]
+    start = np.searchsorted(sorted_id, want_id, side="left")
+    stop = np.searchsorted(sorted_id, want_id, side="right")
+    pair, k = segments(start, stop - start)
+    typ = order[k]
+    ok = np.ones(len(pair), dtype=bool)
+    for p in range(m - 1):  # the respondent's group in each earlier view holds the type's value there
+        nd = graph.nodes[p]
+        key = nd.group * _VALUE_RADIX + nd.value
+        want = groups[positions[p]][row[pair]] * _VALUE_RADIX + graph.node_value[p][graph.types[typ, p]]
+        pos = np.minimum(np.searchsorted(key, want), max(len(key) - 1, 0))
+        ok &= (key[pos] == want) if len(key) else False
+    return _Pattern(row, x, np.full(len(row), -1, np.int64), graph, type_id, pair[ok].astype(np.int64), typ[ok].astype(np.int64))

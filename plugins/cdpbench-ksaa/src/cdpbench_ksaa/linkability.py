@@ -33,7 +33,8 @@ from cdpbench.data import PublicView, rows_of
 from cdpbench.errors import require
 
 from .joint_matching import JOINS, JointJoin
-from .linkage_graph import TRANSITIONS, LinkageGraph, Nodes, linkage_graph, prune, segments
+from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune, segments
+from .transition_relation import as_relation
 
 
 @dataclass
@@ -61,19 +62,21 @@ def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
     return np.where(found, np.asarray(view.group, np.int64)[rows], -1)
 
 
-def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bool = True,
+def candidates(views: list[PublicView], *, transitions="none", pruned: bool = True,
                graphs: list[LinkageGraph] | None = None, join: str = "pairwise",
                joint: JointJoin | None = None) -> Candidates:
     """Candidate records and values of every respondent of ``views[-1]`` (module docstring);
     ``graphs`` may pass the pairwise join's linkage graphs ``(views[i], views[-1])`` already built,
     ``joint`` the joint join of ``views`` already built (its natural and matching candidates share
-    it). ``join`` is ``"pairwise"`` here unless given: the plugins pass their parameter."""
+    it). ``join`` is ``"pairwise"`` here unless given: the plugins pass their parameter.
+    ``transitions``: ``"none"``, ``"any"`` or a :class:`.transition_relation.TransitionRelation`
+    (PD_cor, kind ``"knowledge"``)."""
     require(join in JOINS, "join", f"one of {list(JOINS)}", join)
     latest = views[-1]
     nodes = Nodes.of(latest)
     respondent = np.asarray(latest.respondent, np.int64)
     if join == "joint":
-        require(transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", transitions)
+        as_relation(transitions)  # checked here: the joint join is built lazily
         if joint is None:
             joint = joint_join(views, transitions)
         row, node = joint.candidates(pruned)
@@ -93,7 +96,7 @@ def candidates(views: list[PublicView], *, transitions: str = "none", pruned: bo
     return _counted(respondent, row[alive], node[alive], nodes, graphs, None)
 
 
-def joint_join(views: list[PublicView], transitions: str = "none", prepared=None) -> JointJoin:
+def joint_join(views: list[PublicView], transitions="none", prepared=None) -> JointJoin:
     """The joint join of ``views`` (:class:`.joint_matching.JointJoin`) for the respondents of the
     latest one; ``prepared`` may pass a :class:`.joint_matching.Prepared` kept between calls."""
     respondent = np.asarray(views[-1].respondent, np.int64)

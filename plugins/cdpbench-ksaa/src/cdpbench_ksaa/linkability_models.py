@@ -40,17 +40,18 @@ Both models are :class:`LinkabilityModel` with their join (``pruned``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from cdpbench.data import GroupBatch, Publication
 from cdpbench.errors import require
-from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport
+from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
 
 from .joint_matching import JOINS, Prepared
 from .linkability import candidate_values, candidates, joint_join
-from .linkage_graph import TRANSITIONS
+from .transition_relation import (MIN_TRANSITION_HELP, PD_COR_HELP, TRANSITIONS, TRANSITIONS_HELP, RelationOf,
+                                  check_min_transition, check_pd_cor)
 
 JOIN_HELP = (
     "how more than two releases are joined. 'joint' (the paper's adversary, KSAA §1; slower, integer "
@@ -69,16 +70,19 @@ JOIN_HELP = (
 @dataclass
 class LinkabilityParams:
     k: int = field(default=2, metadata={"help": "distinct sensitive values every respondent must be linkable to (>= 1)"})
-    transitions: str = field(
-        default="none",
-        metadata={"help": "'none': the adversary links records with equal values only (values persist); 'any': values may change"},
-    )
+    transitions: str = field(default="none", metadata={"help": TRANSITIONS_HELP})
     join: str = field(default="pairwise", metadata={"help": JOIN_HELP})
+    min_transition: float = field(default=0.0, metadata={"help": MIN_TRANSITION_HELP})
+    pd_cor: Any = plugin_ref("knowledge", "bayframe", PD_COR_HELP)
 
     def __post_init__(self) -> None:
         require(isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1, "k", "an integer >= 1", self.k)
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
         require(self.join in JOINS, "join", f"one of {list(JOINS)}", self.join)
+        check_min_transition(self.min_transition)
+
+    def check_references(self) -> None:
+        check_pd_cor(self)
 
 
 class LinkabilityModel(PrivacyModel):
@@ -93,6 +97,7 @@ class LinkabilityModel(PrivacyModel):
         super().__init__(params)
         self._earlier: list = []  # (publication, its public view, {columns: Side}) of the history
         self._prepared = Prepared()  # the joint join's parts of the views (join="joint")
+        self._relation = RelationOf(self.params)  # transitions (PD_cor built per release)
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         return (batch.counts() > 0).sum(axis=1) >= self.params.k
@@ -114,7 +119,7 @@ class LinkabilityModel(PrivacyModel):
         ``pruned``), from one joint join."""
         views = self._views(publication, ctx)
         self._prepared.forget_except(views)
-        t = self.params.transitions
+        t = self._relation(ctx.release, len(views))
         join = joint_join(views, t, self._prepared)
         natural = candidates(views, transitions=t, pruned=False, join="joint", joint=join)
         cand = candidates(views, transitions=t, pruned=True, join="joint", joint=join) if self.pruned else natural
@@ -133,7 +138,7 @@ class LinkabilityModel(PrivacyModel):
             cols = tuple((ja, cat) for ja, _, cat in shared_columns(view, latest))
             if cols not in sides:
                 sides[cols] = Side.of(view, cols)
-            graphs.append(linkage_graph(view, latest, self.params.transitions, side_a=sides[cols]))
+            graphs.append(linkage_graph(view, latest, self._relation(ctx.release, len(views)), side_a=sides[cols]))
         return [v for _, v, _ in kept] + [latest], graphs
 
     def linked(self, publication: Publication, ctx: ModelContext):
@@ -145,7 +150,7 @@ class LinkabilityModel(PrivacyModel):
             views, natural, cand = self._joint(publication, ctx)
         else:
             views, natural_graphs = self._graphs(publication, ctx)
-            t = self.params.transitions
+            t = self._relation(ctx.release, len(views))
             natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs)
             cand = natural
             if self.pruned:

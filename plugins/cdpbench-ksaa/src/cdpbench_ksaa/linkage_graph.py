@@ -4,7 +4,9 @@ Nodes are the published records of two views. Two records of different views are
 their groups' generalized QIs are consistent on every attribute both releases publish (a numeric
 interval or a categorical value set share a value: :func:`cdpbench.regions.overlapping_pairs`) and
 their sensitive values are compatible: equal when values are assumed not to change
-(``transitions="none"``), any pair otherwise (``"any"``). An assignment of the records of one
+(``transitions="none"``), any pair (``"any"``), or a change the adversary's PD_cor knowledge
+allows over the releases between the two views (a :class:`.transition_relation.TransitionRelation`
+of kind ``"knowledge"``: every pair, then the pairs of values it rules out removed). An assignment of the records of one
 release to those of the other is a perfect matching of this graph; the *pruned* graph keeps only
 the edges that lie on some maximum matching (= some perfect matching whenever one exists), the
 links an adversary cannot rule out.
@@ -34,7 +36,7 @@ from cdpbench.data import PublicView
 from cdpbench.errors import require
 from cdpbench.regions import overlapping_pairs, view_regions
 
-TRANSITIONS = ("none", "any")
+from .transition_relation import TRANSITIONS, as_relation, steps_between
 
 
 def segments(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,6 +64,7 @@ class Nodes:
 
     @classmethod
     def of(cls, view: PublicView) -> "Nodes":
+        view.require_single_partition("KSAA's linkage graph (its nodes are a QI group's values)")
         m = view.schema.sensitive.size
         key, count = np.unique(np.asarray(view.group, np.int64) * m + np.asarray(view.sensitive, np.int64), return_counts=True)
         return cls(key // m, key % m, count.astype(np.int64), view.n_groups)
@@ -181,10 +184,11 @@ class Side:
         return cls(view, cols, nodes, twin, twins, regions)
 
 
-def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "none", *, side_a: Side | None = None) -> LinkageGraph:
-    """The (unpruned) linkage graph of two views; see the module docstring. ``side_a`` may pass
+def linkage_graph(view_a: PublicView, view_b: PublicView, transitions="none", *, side_a: Side | None = None) -> LinkageGraph:
+    """The (unpruned) linkage graph of two views; see the module docstring. ``transitions``:
+    ``"none"``, ``"any"`` or a :class:`.transition_relation.TransitionRelation`. ``side_a`` may pass
     ``view_a`` already prepared (:class:`Side`; used when it was prepared on the same columns)."""
-    require(transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", transitions)
+    relation = as_relation(transitions)
     shared = shared_columns(view_a, view_b)
     m = max(view_a.schema.sensitive.size, view_b.schema.sensitive.size)
     cols_a = tuple((ja, cat) for ja, _, cat in shared)
@@ -194,7 +198,7 @@ def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "no
     a, b, ta, tb, twin_a, twin_b = side_a.nodes, sb.nodes, side_a.twins, sb.twins, side_a.twin, sb.twin
     ga, gb = overlapping_pairs(side_a.regions, sb.regions, shared)
     pa, pb = ta.ptr, tb.ptr
-    if transitions == "none":  # expand each group pair over a's nodes, look b's node up by (group, value)
+    if relation.kind == "none":  # expand each group pair over a's nodes, look b's node up by (group, value)
         rep, ea = segments(pa[ga], pa[ga + 1] - pa[ga])
         key_b = tb.group * m + tb.value
         want = gb[rep] * m + ta.value[ea]
@@ -206,7 +210,10 @@ def linkage_graph(view_a: PublicView, view_b: PublicView, transitions: str = "no
         rep, within = segments(np.zeros(len(ga), np.int64), na * nb)
         edge_a = (pa[ga][rep] + within // nb[rep]).astype(np.int64)
         edge_b = (pb[gb][rep] + within % nb[rep]).astype(np.int64)
-    return LinkageGraph(a, b, twin_a, twin_b, ta, tb, edge_a, edge_b, np.ones(len(edge_a), dtype=bool), transitions)
+        if relation.kind == "knowledge":  # PD_cor: the changes the knowledge rules out removed
+            keep = relation.allowed(steps_between(view_a, view_b), m)[ta.value[edge_a], tb.value[edge_b]]
+            edge_a, edge_b = edge_a[keep], edge_b[keep]
+    return LinkageGraph(a, b, twin_a, twin_b, ta, tb, edge_a, edge_b, np.ones(len(edge_a), dtype=bool), relation.kind)
 
 
 def prune(graph: LinkageGraph) -> LinkageGraph:

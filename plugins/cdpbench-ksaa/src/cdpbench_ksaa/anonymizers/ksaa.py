@@ -27,6 +27,12 @@ time; when it is not (the full matching join is global), it is a publication the
 a length where one fewer absorbed group is still rejected. ``info``: ``merge_rounds`` (rounds, a
 tail's absorbed groups counted as one round each), ``merged_groups`` and ``judged`` (publications
 the model judged).
+
+``repair="split"`` (not in the paper; default ``"none"``): KSAA's own model, ``j_similarity_join``,
+is not monotone under merging (a large group mixes respondents whose restricted beliefs differ),
+so merge-until-valid can end with groups it still rejects; each is then split by its
+respondents' joined beliefs and judged again (:mod:`~cdpbench_ksaa.belief_split`; ``info``:
+``split_rounds``, ``split_violating`` — the groups still rejected after the last round).
 """
 
 from __future__ import annotations
@@ -55,11 +61,22 @@ class KSAAParams:
         default="bisect",
         metadata={"help": "'bisect': a lone violating group's absorptions found by doubling and bisection; 'rounds': one merge round at a time"},
     )
+    repair: str = field(
+        default="none",
+        metadata={"help": "after merge-until-valid: 'none' (publish as merged) or 'split' (the lab's repair for KSAA's own "
+                  "model, j_similarity_join: each group still rejected split by its respondents' joined beliefs, the "
+                  "parts the inner model rejects merged with the part of most similar beliefs; judged again, up to "
+                  "repair_rounds rounds)"},
+    )
+    repair_rounds: int = field(default=10, metadata={"help": "repair=split: split rounds at most (>= 1)"})
 
     def __post_init__(self) -> None:
         require(isinstance(self.max_rounds, int) and not isinstance(self.max_rounds, bool) and self.max_rounds >= 1,
                 "max_rounds", "an integer >= 1", self.max_rounds)
         require(self.search in ("bisect", "rounds"), "search", "one of ['bisect', 'rounds']", self.search)
+        require(self.repair in ("none", "split"), "repair", "one of ['none', 'split']", self.repair)
+        require(isinstance(self.repair_rounds, int) and not isinstance(self.repair_rounds, bool) and self.repair_rounds >= 1,
+                "repair_rounds", "an integer >= 1", self.repair_rounds)
 
 
 class KSAA(Anonymizer):
@@ -88,8 +105,18 @@ class KSAA(Anonymizer):
                 if merger.rounds == before:  # nothing left to merge with
                     break
             rounds, merged, judged = merger.rounds, merger.merged, merger.judged
+        repaired = None
+        if self.params.repair == "split":
+            require(judge is not None and hasattr(ctx.privacy_model, "joined_batch"), "repair",
+                    "'none' unless the privacy model gives joined beliefs ('split' needs privacy_model=j_similarity_join)",
+                    self.params.repair)
+            if len(bad):
+                pub, bad, repaired = merger.split(pub, bad, ctx, self.params.repair_rounds)
+                judged = merger.judged
         pub.info.update(primary.info)
         pub.info.update({"merge_rounds": float(rounds), "merged_groups": float(merged), "judged": float(judged)})
+        if self.params.repair == "split":
+            pub.info.update({"split_rounds": float(repaired or 0), "split_violating": float(len(bad))})
         return pub
 
 
@@ -129,6 +156,39 @@ class _Merger:
         rows = np.flatnonzero(labels >= 0)
         np.minimum.at(key, labels[rows], rows)
         return centre, key
+
+    def split(self, pub: Publication, bad: np.ndarray, ctx: PublishContext, max_rounds: int):
+        """``repair=split`` (:mod:`~cdpbench_ksaa.belief_split`): split the groups ``bad`` of
+        ``pub`` by their respondents' joined beliefs, judge again, repeat. Returns the last
+        publication, its violating groups and the rounds taken."""
+        from ..belief_split import split_group
+
+        model, mctx = ctx.privacy_model, ctx.model_context
+        inner = model.inner
+        base = float(getattr(inner.params, "log_base", 2.0))
+        m = self.release.n_values
+        rounds = 0
+        while len(bad) and rounds < max_rounds:
+            beliefs = np.asarray(model.joined_batch(pub, mctx).prior, dtype=float)  # rows: pub's records
+            labels = self.labels(pub)
+            new = labels.copy()
+            top = int(labels.max(initial=-1)) + 1
+            real = ~pub.counterfeit
+            changed = False
+            for g in np.asarray(bad, np.int64).tolist():
+                recs = np.flatnonzero((pub.group == g) & real)
+                part = split_group(beliefs[recs], pub.sensitive[recs], m, lambda b: inner.accepts(b, mctx), base)
+                if part.max(initial=0) > 0:
+                    changed = True
+                    rows = pub.row[recs]
+                    new[rows] = np.where(part == 0, g, top + part - 1)
+                    top += int(part.max())
+            rounds += 1
+            if not changed:
+                break
+            pub = self.publish(new)
+            bad = self.judge(pub)
+        return pub, bad, rounds
 
     def merge_round(self, pub: Publication, bad: np.ndarray):
         """Merge every group in ``bad`` with its nearest other group, all at once."""

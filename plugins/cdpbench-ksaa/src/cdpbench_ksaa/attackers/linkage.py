@@ -30,21 +30,28 @@ from cdpbench.plugin import AttackContext, Attacker, AttackResult, Estimator, Kn
 
 from ..joint_matching import JOIN_HELP, JOINS
 from ..linkability import candidates
-from ..linkage_graph import TRANSITIONS
+from ..transition_relation import (MIN_TRANSITION_HELP, PD_COR_HELP, TRANSITIONS, TRANSITIONS_HELP, RelationOf,
+                                   check_min_transition, check_pd_cor)
 
 
 @dataclass
 class LinkageAttackerParams:
-    transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
+    transitions: str = field(default="none", metadata={"help": TRANSITIONS_HELP})
     pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
     join: str = field(default="pairwise", metadata={"help": JOIN_HELP})
     knowledge: Any = plugin_ref("knowledge", "uniform", "knowledge plugin giving her prior beliefs (BK_sv)")
     estimator: Any = plugin_ref("estimator", "bayesian", "estimator plugin computing posteriors inside the groups")
+    min_transition: float = field(default=0.0, metadata={"help": MIN_TRANSITION_HELP})
+    pd_cor: Any = plugin_ref("knowledge", "bayframe", PD_COR_HELP)
 
     def __post_init__(self) -> None:
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
         require(isinstance(self.pruned, bool), "pruned", "true or false", self.pruned)
         require(self.join in JOINS, "join", f"one of {list(JOINS)}", self.join)
+        check_min_transition(self.min_transition)
+
+    def check_references(self) -> None:
+        check_pd_cor(self)
 
 
 class LinkageAttacker(Attacker):
@@ -56,8 +63,10 @@ class LinkageAttacker(Attacker):
         super().__init__(params)
         self.knowledge: Knowledge = self.params.knowledge
         self.estimator: Estimator = self.params.estimator
+        self._relation = RelationOf(self.params)  # transitions (PD_cor built per release)
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
+        view.require_single_partition("attacker linkage (its estimator reads a QI group's values)")
         p = self.params
         m = view.schema.sensitive.size
         respondent = np.asarray(view.respondent, np.int64)
@@ -69,7 +78,7 @@ class LinkageAttacker(Attacker):
         known = Release(view.t, pop.schema, respondent[found], pop.qi[rows], np.zeros(len(rows), np.int64), truth=pop.truth)
         prior = np.full((len(respondent), m), 1.0 / m)
         prior[found] = self.knowledge.prior(known)
-        cand = candidates(ctx.views, transitions=p.transitions, pruned=p.pruned, join=p.join)
+        cand = candidates(ctx.views, transitions=self._relation(pop, len(ctx.views)), pruned=p.pruned, join=p.join)
         allowed = np.zeros((len(respondent), m), dtype=bool)
         allowed[cand.row, cand.nodes.value[cand.node]] = True
         some = allowed.any(axis=1)

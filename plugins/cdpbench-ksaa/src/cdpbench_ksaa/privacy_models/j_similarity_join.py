@@ -28,7 +28,8 @@ from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
 
 from ..joint_matching import JOIN_HELP, JOINS
 from ..linkability import candidates
-from ..linkage_graph import TRANSITIONS
+from ..transition_relation import (MIN_TRANSITION_HELP, PD_COR_HELP, TRANSITIONS, TRANSITIONS_HELP, RelationOf,
+                                   check_min_transition, check_pd_cor)
 
 
 @dataclass
@@ -38,14 +39,20 @@ class JSimilarityJoinParams:
         "the model judging each group on the joined beliefs (BayFrame Def. 7 J-similarity; privacy_model.inner.k, "
         ".j (largest JS divergence of the joined beliefs in a group, bits), .beta (basic beta-likeness))",
     )
-    transitions: str = field(default="none", metadata={"help": "'none': link records with equal values only; 'any': values may change"})
+    transitions: str = field(default="none", metadata={"help": TRANSITIONS_HELP})
     pruned: bool = field(default=True, metadata={"help": "join with the full matching join (true) or the natural join (false)"})
     join: str = field(default="pairwise", metadata={"help": JOIN_HELP})
+    min_transition: float = field(default=0.0, metadata={"help": MIN_TRANSITION_HELP})
+    pd_cor: Any = plugin_ref("knowledge", "bayframe", PD_COR_HELP)
 
     def __post_init__(self) -> None:
         require(self.transitions in TRANSITIONS, "transitions", f"one of {list(TRANSITIONS)}", self.transitions)
         require(isinstance(self.pruned, bool), "pruned", "true or false", self.pruned)
         require(self.join in JOINS, "join", f"one of {list(JOINS)}", self.join)
+        check_min_transition(self.min_transition)
+
+    def check_references(self) -> None:
+        check_pd_cor(self)
 
 
 class JSimilarityJoin(PrivacyModel):
@@ -57,6 +64,7 @@ class JSimilarityJoin(PrivacyModel):
     def __init__(self, params=None):
         super().__init__(params)
         self.inner: PrivacyModel = self.params.inner
+        self._relation = RelationOf(self.params)  # transitions (PD_cor built per release)
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         return self.inner.accepts(batch, ctx)
@@ -67,7 +75,7 @@ class JSimilarityJoin(PrivacyModel):
         if prior is None or not ctx.history.publications:
             return publication.batch(prior)
         views = [q.public() for q in ctx.history.publications] + [publication.public()]
-        cand = candidates(views, transitions=self.params.transitions, pruned=self.params.pruned, join=self.params.join)
+        cand = candidates(views, transitions=self._relation(ctx.release, len(views)), pruned=self.params.pruned, join=self.params.join)
         m = prior.shape[1]
         allowed = np.zeros((len(cand.respondent), m), dtype=bool)
         allowed[cand.row, cand.nodes.value[cand.node]] = True
