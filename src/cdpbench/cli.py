@@ -43,6 +43,9 @@ from .presets import conf_dir  # noqa: E402
 log = logging.getLogger("cdpbench")
 #: ``cdpbench -m ... --rerun``: run every job of a sweep, even those already FINISHED
 RERUN_FLAG = "--rerun"
+#: ``cdpbench -m ... --reuse-old-code``: skip a job FINISHED with this config even if the code it
+#: used has changed since (its input files must still be the same)
+REUSE_OLD_CODE_FLAG = "--reuse-old-code"
 
 
 def check_plugin_overrides(argv: list[str]) -> None:
@@ -143,18 +146,22 @@ def run_hydra(argv: list[str]) -> int:
 
     rerun = RERUN_FLAG in argv  # cdpbench's own flags: Hydra never sees them
     large_grid = LARGE_GRID_FLAG in argv
-    argv = [a for a in argv if a not in (RERUN_FLAG, LARGE_GRID_FLAG)]
+    reuse_old_code = REUSE_OLD_CODE_FLAG in argv
+    if rerun and reuse_old_code:
+        raise CdpbenchError(f"{RERUN_FLAG} runs every job again, {REUSE_OLD_CODE_FLAG} skips more: give one of them")
+    argv = [a for a in argv if a not in (RERUN_FLAG, LARGE_GRID_FLAG, REUSE_OLD_CODE_FLAG)]
     read_only = any(a.split("=")[0] in ("--hydra-help", "--cfg", "-c", "--info", "-i", "--help", "-h") for a in argv)
     untracked = any(re.fullmatch(r"\+{0,2}tracking\.enabled=(false|False)", a) for a in argv)
     recorder = None if read_only or untracked else Recorder()
     try:
-        return _run_checked(argv, recorder, rerun, large_grid)
+        return _run_checked(argv, recorder, rerun, large_grid, reuse_old_code)
     finally:
         if recorder is not None and recorder.proc.returncode is None:
             recorder.cancel()
 
 
-def _run_checked(argv: list[str], recorder, rerun: bool = False, large_grid: bool = False) -> int:
+def _run_checked(argv: list[str], recorder, rerun: bool = False, large_grid: bool = False,
+                 reuse_old_code: bool = False) -> int:
     from hydra._internal.utils import get_args_parser
 
     from . import launch
@@ -188,7 +195,7 @@ def _run_checked(argv: list[str], recorder, rerun: bool = False, large_grid: boo
         return 0
     plan = launch.prepare(hydra, args.overrides, args.multirun, large_grid)
     if plan.multirun:
-        return run_sweep(hydra, plan, recorder, rerun)
+        return run_sweep(hydra, plan, recorder, rerun, reuse_old_code)
     return run_single(hydra, plan, recorder)
 
 
@@ -252,7 +259,7 @@ def run_single(hydra, plan, recorder) -> int:
     return 0
 
 
-def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
+def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool = False) -> int:
     """Launch every job of the sweep; a failed job never stops the others. Exit 1 listing the
     failed jobs, and the parent run FAILED, when any failed.
 
@@ -273,10 +280,11 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
         # sweep does not run (its jobs end through the stop file, cdpbench.stopping)
         os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
-    folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume, launch=token)
+    folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume, launch=token,
+                                       reuse_old_code=reuse_old_code)
     total = len(plan.jobs)
     sweep = {"jobs": total, "name": tracking.redact_text(f"{plan.preset or 'sweep'} ({folder.name})"), "resume": resume,
-             "launch": token,
+             "launch": token, "reuse_old_code": reuse_old_code,
              "tags": {"cdpbench.overrides": " ".join(tracking.redact_text(o) for o in plan.overrides),
                       "cdpbench.jobs": str(total)}}
     recorder = _open_recorder(recorder, plan, root, folder, sweep)
@@ -321,6 +329,9 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False) -> int:
     skipped = [r for r in runs if r["status"] == "SKIPPED"]
     parent = summary.get("parent_run_id")
     where = f"MLflow parent run {parent}" if parent else f"records in {folder}, not in MLflow (tracking.enabled=false)"
+    again = [r for r in runs if r.get("note")]  # FINISHED before, by other code or from other files
+    if again:
+        print("\n".join(_job_line(r["job"], r["name"], r["note"]) for r in again), file=sys.stderr)
     if skipped:
         lines = [_job_line(r["job"], r["name"], f"skipped, FINISHED as MLflow run {r['run_id']}") for r in skipped]
         lines.append(f"sweep: {len(skipped)} skipped, already FINISHED in the experiment ({RERUN_FLAG} runs them again)")
@@ -440,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
             return tables_command(argv[1:])
         if argv[:1] == ["record"]:
             return record_command(argv[1:])
+        if argv[:1] == ["reproduce"]:
+            from .reproduce import reproduce_command
+
+            return reproduce_command(argv[1:])
         if argv[:1] == ["server"]:
             from .server_cmd import server_command
 

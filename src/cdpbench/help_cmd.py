@@ -13,11 +13,11 @@ usage:
   cdpbench plugins [KIND]       installed plugins, the override selecting each, every parameter
   cdpbench experiments          the presets (+experiment=NAME): what each does, its command
   cdpbench report [--latest | --parent RUN_ID] [--metric KEY] [--against PARAM] ...
-                                a metric of every run of a sweep: one PNG and a summary CSV
-                                (cdpbench report -h for every option)
+                                a metric of every run of a sweep: a PNG, a summary CSV (report -h)
   cdpbench tables [--check]     README tables from committed results (report --export F.csv)
-  cdpbench -m ... --rerun       run every job again (by default a sweep skips the jobs whose
-                                config has a FINISHED run); --large-grid: over 1,000 jobs
+  cdpbench -m ... --rerun       run every job again (a sweep skips the jobs FINISHED with the same
+                                config, code and inputs; --reuse-old-code: whatever the code)
+  cdpbench reproduce RUN_ID     run a job (or a sweep's jobs) again, compare every stored metric
   cdpbench server [--port P]    an MLflow server for a team (127.0.0.1 by default; --dry-run);
                                 jobs log to it with MLFLOW_TRACKING_URI=http://127.0.0.1:P
   cdpbench help                 this page (also -h, --help)

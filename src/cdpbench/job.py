@@ -74,26 +74,41 @@ def task(cfg: DictConfig) -> Outcome:
         forget_recorded(job_dir)
     except OSError:
         pass
-    if sweep.get("resume"):  # a job whose config already has a FINISHED run is not run again
+    comp = None
+    if sweep.get("resume"):  # a job the present code and inputs already computed is not run again
         folder = tracking.sweep_dir()  # (the recorder's answer for this launch, checked in the store)
         finished = tracking.wait_finished(folder, sweep.get("launch")) if folder is not None else None
         if finished is None:
             log.warning("job %s: the recorder did not say which configs are FINISHED; running it", label)
-        elif tags["cdpbench.config_hash"] in finished:
-            record.skipped_run = finished[tags["cdpbench.config_hash"]]
-            record.end(SKIPPED)
-            if not _write_quietly(record, job_dir):
-                return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
-            log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
-            return Outcome(SKIPPED, str(job_dir))
+        elif finished.get(tags["cdpbench.config_hash"]):
+            try:  # the code and input files this job would use, to compare with the finished runs'
+                comp = runner.build(cfg)
+                provenance_tags = _provenance_tags(comp)
+            except Exception:  # noqa: BLE001 - the job runs and reports the failure below
+                comp = None
+            if comp is not None:
+                run, why = _reusable(finished[tags["cdpbench.config_hash"]], provenance_tags,
+                                     bool(sweep.get("reuse_old_code")))
+                if run is not None:
+                    record.skipped_run = run
+                    record.tags.update(provenance_tags)
+                    record.end(SKIPPED)
+                    if not _write_quietly(record, job_dir):
+                        return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
+                    log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
+                    return Outcome(SKIPPED, str(job_dir))
+                record.tags[RESUME_NOTE_TAG] = why
+                log.info("job %s: %s", label, why)
     watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
     if watch.stopped():  # queued by Ray or submitit, started after the sweep was interrupted: not run,
         return Outcome(FAILED, str(job_dir), "interrupted before it started")  # no record (counted missing)
     try:
         record.write(job_dir)
         watch.start()
-        comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
+        if comp is None:
+            comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
         record.tags.update(plugin_tags(comp))
+        record.tags.update(_provenance_tags(comp))
         show = bool(cfg.progress) and not sweep.get("sweep_progress")
         table = runner.run_releases(cfg, comp, on_release=record.add_metrics, progress=show, label=label)
         with tempfile.TemporaryDirectory() as tmp:  # nothing lands unless the whole run succeeded
@@ -143,6 +158,39 @@ def _write_quietly(record, folder: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+#: on a job a resumed sweep ran again although its config has a FINISHED run: why
+RESUME_NOTE_TAG = "cdpbench.resume_note"
+
+
+def _provenance_tags(comp) -> dict[str, str]:
+    """The code, input-file and environment fingerprints of a run (:mod:`cdpbench.provenance`)."""
+    from . import provenance
+    from .registry import default_registry
+
+    components = [comp.dataset, comp.anonymizer, comp.privacy_model, comp.knowledge, comp.estimator, comp.attackers]
+    return provenance.run_tags(provenance.code_fingerprints(components, default_registry()), comp.dataset.input_files())
+
+
+def _reusable(entries: list[dict], present_tags: dict[str, str], reuse_old_code: bool) -> tuple[str | None, str]:
+    """The first FINISHED run of this config (latest first) whose code and input files are this
+    job's, and else why none is: ``(run_id, "")`` or ``(None, "runs again: cdpbench-x changed
+    since run ...")``. ``reuse_old_code``: code fingerprints are not compared (input files are)."""
+    from .provenance import provenance_of, stale_reason
+
+    present = provenance_of(present_tags)
+    first_why = None
+    for e in entries:
+        recorded = {"code": e.get("code") or {}, "inputs": e.get("inputs")}
+        if reuse_old_code:
+            why = "the input files changed" if recorded["inputs"] not in (None, present["inputs"]) else None
+        else:
+            why = stale_reason(recorded, present)
+        if why is None:
+            return str(e["run"]), ""
+        first_why = first_why or f"runs again: {why} since run {e['run']}"
+    return None, first_why or "runs again"
 
 
 def plugin_tags(comp) -> dict[str, str]:

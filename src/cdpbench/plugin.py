@@ -251,6 +251,14 @@ class Dataset(Plugin):
         nothing to check (generated data sets validate their parameters in ``Params``).
         """
 
+    def input_files(self) -> list:
+        """The files this data set reads (release files, schemas, hierarchies) as paths, in a
+        fixed order: their fingerprint is recorded on every run, and a resumed sweep runs again a
+        job whose files changed (:mod:`cdpbench.provenance`). Default: none — a generated data
+        set, or one read from its own package's files, which the package's code fingerprint
+        covers."""
+        return []
+
 
 class Knowledge(Plugin):
     """Background knowledge (``cdpbench.knowledge``).

@@ -93,9 +93,11 @@ SKIPPED_PER_TAG = 200  # run ids per tag: 200 x 33 characters stay below MLflow'
 
 # ------------------------------------------------------------------------- in the recorder
 def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str | None = None,
-           commit: str | None = None, reason: str = DIED, unfinished: str = FAILED) -> tuple[str, str, str | None]:
+           commit: str | None = None, reason: str = DIED, unfinished: str = FAILED,
+           source_tags: dict[str, str] | None = None) -> tuple[str, str, str | None]:
     """Write one record to MLflow as a run; returns (run id, status, reason). A record that did
-    not end is written with status ``unfinished`` and ``reason``."""
+    not end is written with status ``unfinished`` and ``reason``. ``source_tags``: the state of the
+    checkout (:func:`cdpbench.provenance.git_state`), added to the run's tags."""
     from mlflow.entities import Metric, Param, RunTag
 
     from .tracking import redact_text
@@ -109,6 +111,7 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
         tags["cdpbench.sweep_id"] = parent
     if commit:
         tags["mlflow.source.git.commit"] = commit
+    tags.update(source_tags or {})
     # who writes the run, and from where: a run its recorder was killed while writing (RUNNING,
     # recorder gone) is deleted and written again from its record by the next launch (reap_orphans)
     tags[RECORDER_TAG] = f"{socket.gethostname()}:{os.getpid()}"
@@ -135,9 +138,25 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
     return run_id, status, error
 
 
-def finished_runs(c, experiment_id: str) -> dict[str, str]:
-    """Config hash -> id of the latest FINISHED job run of the experiment."""
-    out: dict[str, str] = {}
+#: the sweep parent's artifact listing every installed distribution (``name==version``)
+ENVIRONMENT_FILE = "environment.txt"
+
+
+def checkout_tags(root: Path) -> dict[str, str]:
+    """``cdpbench.git.dirty`` / ``cdpbench.git.diff`` of the checkout holding the running code (else
+    of ``root``): whether tracked files differ from the commit, and a hash of that difference."""
+    from . import provenance
+
+    state = provenance.git_state(Path(__file__).resolve().parent) or provenance.git_state(root)
+    return {f"cdpbench.git.{k}": v for k, v in state.items() if k != "commit"}
+
+
+def finished_runs(c, experiment_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Config hash -> the FINISHED job runs of the experiment with that config, latest first, each
+    ``{"run", "code", "inputs"}`` (the fingerprints its tags record, :mod:`cdpbench.provenance`)."""
+    from .provenance import provenance_of
+
+    out: dict[str, list[dict[str, Any]]] = {}
     token = None
     while True:
         page = c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'job' and attributes.status = 'FINISHED'",
@@ -145,15 +164,17 @@ def finished_runs(c, experiment_id: str) -> dict[str, str]:
         for r in page:
             h = r.data.tags.get("cdpbench.config_hash")
             if h:
-                out[h] = r.info.run_id
+                out.setdefault(h, []).insert(0, {"run": r.info.run_id, **provenance_of(r.data.tags)})
         token = page.token
         if not token:
             return out
 
 
-def not_a_finished_run(c, experiment_id: str, run_id: Any, config_hash: str | None) -> str | None:
+def not_a_finished_run(c, experiment_id: str, run_id: Any, config_hash: str | None,
+                       present: dict[str, Any] | None = None) -> str | None:
     """Why ``run_id`` is not a FINISHED job run of the experiment with config hash
-    ``config_hash`` (None when it is one)."""
+    ``config_hash`` — and, given ``present`` (:func:`cdpbench.provenance.provenance_of` of the
+    skipping job), the same code and input fingerprints — (None when it is one)."""
     try:
         r = c.get_run(str(run_id))
     except Exception:
@@ -164,18 +185,25 @@ def not_a_finished_run(c, experiment_id: str, run_id: Any, config_hash: str | No
         return f"run {run_id} is {r.info.status}, not FINISHED"
     if not config_hash or r.data.tags.get("cdpbench.config_hash") != config_hash:
         return f"run {run_id} belongs to another config"
+    if present is not None:
+        from .provenance import provenance_of, stale_reason
+
+        why = stale_reason(provenance_of(r.data.tags), present)
+        if why:
+            return f"run {run_id} was computed by other code or inputs ({why})"
     return None
 
 
 def check_finished_file(c, experiment_id: str, folder: Path) -> str | None:
     """A one-line warning when the finished file left in ``folder`` (by an earlier launch, or
     written there by hand) lists runs that are not FINISHED runs of their config in the store."""
-    from .tracking import FINISHED_FILE, read_finished
+    from .tracking import FINISHED_FILE, finished_entries, read_finished
 
     data = read_finished(folder)
     if data is None:
         return None
-    bad = [why for h, i in data["finished"].items() if (why := not_a_finished_run(c, experiment_id, i, str(h)))]
+    bad = [why for h, v in data["finished"].items() for e in finished_entries(v)
+           if (why := not_a_finished_run(c, experiment_id, e["run"], str(h)))]
     if not bad:
         return None
     more = f" and {len(bad) - 2} more" if len(bad) > 2 else ""
@@ -251,6 +279,7 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
     made holding :func:`cdpbench.tracking.store_lock`, so that the recorders of sweeps launched
     together on one store take turns."""
     from . import tracking
+    from .provenance import environment_freeze, provenance_of
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
     root = Path(header["root"])
@@ -265,6 +294,7 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
         c = tracking.client(header["uri"])
         exp = tracking.experiment_id(c, header["experiment"], root)
         commit = tracking.git_commit(root)
+        source_tags = checkout_tags(root)
         reap_orphans(c, exp, commit)
         if sweep:
             finished: dict[str, str] = {}
@@ -282,7 +312,12 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
                 tags[LAUNCH_TAG] = launch
             if commit:
                 tags["mlflow.source.git.commit"] = commit
+            tags.update(source_tags)
             parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
+            try:  # the whole environment the sweep ran in (cdpbench.provenance)
+                c.log_text(parent, environment_freeze(), ENVIRONMENT_FILE)
+            except Exception as e:  # noqa: BLE001 - an artifact store that refuses it does not stop the sweep
+                warnings.append(f"warning: the sweep's {ENVIRONMENT_FILE} could not be stored: {root_cause(e)}")
     ready()
     done: dict[Path, dict[str, Any]] = {}
 
@@ -294,15 +329,18 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
         with lock:
             for path, rec in final.items():
                 if rec.status == SKIPPED:  # trusted only once the store confirms it
-                    why = not_a_finished_run(c, exp, rec.skipped_run, rec.tags.get("cdpbench.config_hash"))
+                    present = None if (sweep or {}).get("reuse_old_code") else provenance_of(rec.tags)
+                    why = not_a_finished_run(c, exp, rec.skipped_run, rec.tags.get("cdpbench.config_hash"), present)
                     if why:
                         rec.end(FAILED, f"skipped as {why}: {folder / tracking.FINISHED_FILE} was tampered with; "
                                         "launch the sweep again to run it")
                 if rec.status == SKIPPED:
                     run_id, status, error = rec.skipped_run, SKIPPED, None
                 else:
-                    run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED)
-                done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error}
+                    run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED,
+                                                   source_tags=source_tags)
+                done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error,
+                              "note": rec.tags.get("cdpbench.resume_note")}
 
     end = None
     while end is None:

@@ -86,6 +86,10 @@ class Registry:
             )
         return self._loaded[key]
 
+    def loaded(self) -> list[PluginInfo]:
+        """The plugins this registry has loaded so far (each with its class and distribution)."""
+        return list(self._loaded.values())
+
     def all(self) -> list[PluginInfo]:
         return [self.info(kind, name) for kind in ENTRY_POINT_GROUPS for name in self.names(kind)]
 

@@ -179,9 +179,10 @@ def _export_command(args) -> int:
     return 0
 
 
-def existing_store(uri: str, given: str | None = None) -> None:
-    """A local store (a SQLite file, a file store folder) must exist: ``report`` reads runs and
-    never creates a store (MLflow would create an empty database at a mistyped path)."""
+def existing_store(uri: str, given: str | None = None, command: str = "report") -> None:
+    """A local store (a SQLite file, a file store folder) must exist: ``command`` (``report``,
+    ``reproduce``) reads runs and never creates a store (MLflow would create an empty database at
+    a mistyped path)."""
     import os
     from urllib.parse import unquote, urlsplit
 
@@ -198,8 +199,8 @@ def existing_store(uri: str, given: str | None = None) -> None:
     if not path.exists():
         where = "--tracking-uri" if given else ("MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
                                                 else "the default store")
-        raise CdpbenchError(f"report: no MLflow {kind} at {str(path)[:120]} (from {where}); report never creates a "
-                            f"store: check the path")
+        raise CdpbenchError(f"{command}: no MLflow {kind} at {str(path)[:120]} (from {where}); {command} never creates "
+                            f"a store: check the path")
 
 
 def _matches(key: str, pattern: str) -> bool:

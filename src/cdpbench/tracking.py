@@ -281,7 +281,8 @@ def flatten(d: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = False, launch: str | None = None) -> Path:
+def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = False, launch: str | None = None,
+                     reuse_old_code: bool = False) -> Path:
     """The sweep folder's :data:`SWEEP_FILE` (job count, varying override keys, preset, whether
     the launching process draws the sweep's progress line, whether jobs already FINISHED in the
     experiment are skipped, this launch's token), for the jobs to read wherever they run. The
@@ -291,7 +292,8 @@ def write_sweep_file(plan, root: Path, sweep_progress: bool, resume: bool = Fals
     folder = root / plan.output_dir
     folder.mkdir(parents=True, exist_ok=True)
     info = {"jobs": len(plan.jobs), "varying": plan.varying, "preset": plan.preset, "sweep_progress": sweep_progress,
-            "resume": resume, "launch": launch, "launcher_pid": os.getpid(), "host": socket.gethostname()}
+            "resume": resume, "reuse_old_code": reuse_old_code, "launch": launch, "launcher_pid": os.getpid(),
+            "host": socket.gethostname()}
     (folder / SWEEP_FILE).write_text(json.dumps(info, indent=1))
     return folder
 
@@ -324,7 +326,18 @@ def sweep_dir() -> Path | None:
         return None
 
 
-def write_finished(folder: Path, finished: dict[str, str], launch: str | None = None) -> None:
+def finished_entries(value: Any) -> list[dict[str, Any]]:
+    """A finished file's entry for one config hash as a list of ``{"run", "code", "inputs"}``
+    (latest run first); a bare run id (files written before #30) is one entry without
+    fingerprints."""
+    if isinstance(value, str):
+        return [{"run": value}]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, dict) and isinstance(v.get("run"), str)]
+    return []
+
+
+def write_finished(folder: Path, finished: dict[str, Any], launch: str | None = None) -> None:
     """The recorder's answer to a resumed sweep's jobs, for launch ``launch`` (atomic: a job reads
     all or nothing)."""
     tmp = folder / f".{FINISHED_FILE}.{os.getpid()}.tmp"
@@ -344,17 +357,18 @@ def read_finished(folder: Path) -> dict[str, Any] | None:
     return data
 
 
-def wait_finished(folder: Path, launch: str | None = None, timeout: float = 120.0) -> dict[str, str] | None:
-    """Config hash -> FINISHED run id, once this launch's recorder has written it (it opens the
-    store while the jobs start); None if it has not within ``timeout`` seconds. A file left by
-    another launch (another ``launch`` token) is not this launch's answer: it is waited past."""
+def wait_finished(folder: Path, launch: str | None = None, timeout: float = 120.0) -> dict[str, list[dict[str, Any]]] | None:
+    """Config hash -> its FINISHED runs with their fingerprints (:func:`finished_entries`), once
+    this launch's recorder has written it (it opens the store while the jobs start); None if it
+    has not within ``timeout`` seconds. A file left by another launch (another ``launch`` token)
+    is not this launch's answer: it is waited past."""
     import time
 
     deadline = time.monotonic() + timeout
     while True:
         data = read_finished(folder)
         if data is not None and data.get("launch") == launch:
-            return {str(k): str(v) for k, v in data["finished"].items()}
+            return {str(k): finished_entries(v) for k, v in data["finished"].items()}
         if time.monotonic() > deadline:
             return None
         time.sleep(0.05)

@@ -140,6 +140,21 @@ class CsvReleases(Dataset):
         paths, schemas = self.resolve()
         return self._read(paths, schemas)
 
+    def input_files(self) -> list[Path]:
+        """The release files in order, then each schema YAML once and the hierarchy files it names."""
+        paths, _ = self.resolve()
+        schemas = [self.params.schema] if isinstance(self.params.schema, str) else list(self.params.schema)
+        extra: list[Path] = []
+        for s in schemas:
+            path = Path(os.path.expanduser(str(s)))
+            spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}  # resolve() read it already
+            named = [q.get("hierarchy") for q in spec.get("qi") or [] if isinstance(q, dict)]
+            named.append((spec.get("sensitive") or {}).get("hierarchy"))
+            for f in [path, *(path.parent / h for h in named if h)]:
+                if f not in extra:
+                    extra.append(f)
+        return [*paths, *extra]
+
     def check(self) -> None:
         """Read, encode and validate every release now, as the run would (same rules across
         releases, same errors), so that a bad file stops the job before release 1 is computed.
