@@ -203,7 +203,34 @@ def test_the_sweep_parent_records_the_checkout_and_the_environment(cli, mlflow_c
     assert ("cdpbench.git.diff" in parent.data.tags) == dirty
     env = (Path(c.download_artifacts(parent.info.run_id, "environment.txt", str(cli.cwd)))).read_text()
     assert f"numpy=={provenance.environment()['numpy']}" in env.splitlines() and env.startswith("# python 3.")
+    lock = provenance.lock_fingerprint(REPO)
+    assert lock and parent.data.tags["cdpbench.lock"] == lock  # the environment lock the checkout installs from
     for job in c.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"):
         assert job.data.tags["cdpbench.env.numpy"] == provenance.environment()["numpy"]
         assert job.data.tags["cdpbench.git.dirty"] == parent.data.tags["cdpbench.git.dirty"]
+        assert job.data.tags["cdpbench.lock"] == lock
         assert job.data.tags["cdpbench.code.cdpbench"] == provenance.distribution_fingerprint("cdpbench")
+    # a figure names the commit and lock its runs came from
+    rep = cli("report", "--latest", "--metric", "gain_rho", "--out", "rep")
+    (line,) = [ln for ln in rep.stdout.splitlines() if ln.startswith("source:")]
+    assert line.startswith(f"source:  runs of commit {head[:7]}") and f"· lock {lock}" in line
+
+
+def test_source_note_names_commits_and_locks_and_is_drawn_under_the_figure():
+    import matplotlib.pyplot as plt
+
+    from cdpbench import plots
+    from cdpbench.provenance import source_note
+
+    a = {"mlflow.source.git.commit": "84a98235fb", "cdpbench.git.dirty": "false", "cdpbench.lock": "1a2b"}
+    b = {"mlflow.source.git.commit": "0219d84aaa", "cdpbench.git.dirty": "true", "cdpbench.git.diff": "4ef9", "cdpbench.lock": "1a2b"}
+    assert source_note([a, a]) == "runs of commit 84a9823 · lock 1a2b"
+    assert source_note([a, b]) == "runs of commits 0219d84+dirty 4ef9, 84a9823 · lock 1a2b"
+    assert source_note([{}]) == "runs of commit not recorded · lock not recorded"
+    fig = plt.figure()
+    token = plots.SOURCE_NOTE.set("runs of commit 84a9823 · lock 1a2b")
+    try:
+        plots.save(fig, Path(pytest.importorskip("tempfile").mkdtemp()) / "f.png")
+    finally:
+        plots.SOURCE_NOTE.reset(token)
+    assert [t.get_text() for t in fig.texts] == ["runs of commit 84a9823 · lock 1a2b"]

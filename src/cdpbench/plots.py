@@ -3,6 +3,7 @@ PNG and, for papers, PDF and SVG beside it (:func:`save`)."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 
 import matplotlib
@@ -18,8 +19,17 @@ BELIEF = ("gain_rho", "gain_g", "confidence")
 FORMATS = (".pdf", ".svg")  # written beside every report figure's PNG
 
 
+#: the line :func:`save` writes under a figure: where its runs came from (report sets it)
+SOURCE_NOTE: ContextVar[str | None] = ContextVar("cdpbench_source_note", default=None)
+
+
 def save(fig, path: Path) -> Path:
-    """``path`` (PNG) and the same figure as PDF and SVG beside it."""
+    """``path`` (PNG) and the same figure as PDF and SVG beside it; the runs' source
+    (:data:`SOURCE_NOTE`: commit and lock, :func:`cdpbench.provenance.source_note`) in small grey
+    type under the axes."""
+    note = SOURCE_NOTE.get()
+    if note:
+        fig.text(0.01, -0.01, note, fontsize=7, color="0.4", ha="left", va="top")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     for ext in FORMATS:
         fig.savefig(Path(path).with_suffix(ext), bbox_inches="tight")

@@ -265,3 +265,32 @@ def environment_freeze() -> str:
     lines = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions() if d.metadata["Name"]},
                    key=str.lower)
     return f"# python {platform.python_version()}\n" + "\n".join(lines) + "\n"
+
+
+#: the environment lock a checkout installs from (``make install``; #30)
+LOCK_FILE = "requirements.lock"
+
+
+def lock_fingerprint(root: Path) -> str | None:
+    """SHA-256 (16 hex digits) of the checkout's :data:`LOCK_FILE`, None when there is none."""
+    try:
+        return hashlib.sha256((Path(root) / LOCK_FILE).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def source_note(tags: list[dict[str, str]]) -> str:
+    """One line naming the commit(s) and lock(s) the runs with these tags came from, for a figure:
+    ``runs of commit 84a9823 · lock 1a2b3c4d5e6f7a8b`` (``+dirty <diff>`` when the tree differed
+    from the commit; ``not recorded`` for runs made before cdpbench recorded it)."""
+    def commit(t: dict[str, str]) -> str:
+        c = t.get("mlflow.source.git.commit")
+        if not c:
+            return "not recorded"
+        dirty = t.get("cdpbench.git.dirty") == "true"
+        return c[:7] + (f"+dirty {t.get('cdpbench.git.diff', '')}".rstrip() if dirty else "")
+
+    commits = sorted({commit(t) for t in tags})
+    locks = sorted({t.get("cdpbench.lock") or "not recorded" for t in tags})
+    return (f"runs of commit{'s' if len(commits) > 1 else ''} {', '.join(commits)} · "
+            f"lock{'s' if len(locks) > 1 else ''} {', '.join(locks)}")

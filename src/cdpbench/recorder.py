@@ -144,11 +144,17 @@ ENVIRONMENT_FILE = "environment.txt"
 
 def checkout_tags(root: Path) -> dict[str, str]:
     """``cdpbench.git.dirty`` / ``cdpbench.git.diff`` of the checkout holding the running code (else
-    of ``root``): whether tracked files differ from the commit, and a hash of that difference."""
+    of ``root``): whether tracked files differ from the commit, and a hash of that difference; and
+    ``cdpbench.lock``, the fingerprint of its ``requirements.lock``."""
     from . import provenance
 
-    state = provenance.git_state(Path(__file__).resolve().parent) or provenance.git_state(root)
-    return {f"cdpbench.git.{k}": v for k, v in state.items() if k != "commit"}
+    here = Path(__file__).resolve().parent
+    state = provenance.git_state(here) or provenance.git_state(root)
+    tags = {f"cdpbench.git.{k}": v for k, v in state.items() if k != "commit"}
+    lock = next((fp for where in (here.parent.parent, root) if (fp := provenance.lock_fingerprint(where))), None)
+    if lock:  # the environment lock of the checkout that runs (requirements.lock, make install)
+        tags["cdpbench.lock"] = lock
+    return tags
 
 
 def finished_runs(c, experiment_id: str) -> dict[str, list[dict[str, Any]]]:

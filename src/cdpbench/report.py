@@ -74,6 +74,17 @@ def report_command(argv: list[str]) -> int:
     if (args.panels or args.diagonal) and not args.against:
         raise CdpbenchError("--panels and --diagonal go with --against PARAM")
     uri, c, parent, runs, name = _selected(args)
+    from .provenance import source_note
+
+    note = source_note([r.data.tags for r in runs])  # under every figure: the commit and lock of its runs
+    token = plots.SOURCE_NOTE.set(note)
+    try:
+        return _report(args, uri, c, parent, runs, name, note)
+    finally:
+        plots.SOURCE_NOTE.reset(token)
+
+
+def _report(args, uri: str, c, parent: str | None, runs: list, name: str, note: str) -> int:
     histories = {r.info.run_id: _histories(c, r) for r in runs}
     labels = _labels(runs)
     series: dict[str, pd.Series] = {}
@@ -140,6 +151,7 @@ def report_command(argv: list[str]) -> int:
             what = "defences x attackers" if f.name.startswith("matrix_") else "per configuration: mean over seeds, 95% CI"
             print(f"table:   {str(f)[:-4]}.csv/.md/.tex  ({what})")
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
+    print(f"source:  {note}  (under the figure)")
     print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
     return 0
 
