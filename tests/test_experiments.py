@@ -2,6 +2,8 @@
 comment promises; one short job of each runs through the release loop."""
 
 
+import math
+
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -242,3 +244,21 @@ def test_table_specs_and_results_are_not_presets():
 
     with pytest.raises(Exception, match="'tables/attacks' is not a preset"):
         check_preset(Override(), "+experiment=tables/attacks")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_job_of_every_preset_passes_the_checks_of_a_launch(name):
+    """Every job of a preset's sweep composes and passes the checks a launch makes before anything
+    runs (one job alone is run above). A shared option changed for one preset once broke another
+    preset's fifth job (matrix/bkseq's BKAA defense took bayframe/fig9's option)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from cdpbench import launch
+
+    hydra = launch.hydra_instance(REPO / "conf")
+    try:
+        plan = launch.prepare(hydra, [f"+experiment={name}"], multirun=True)
+    finally:
+        GlobalHydra.instance().clear()
+    assert len(plan.jobs) == math.prod(GRIDS[name].values())
