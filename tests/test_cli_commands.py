@@ -296,8 +296,8 @@ def test_report_without_finished_runs_is_a_one_line_error(report, sweep_store):
 @pytest.mark.parametrize(
     "uri, expected",
     [
-        ("http://tracking.example:5000", "http://tracking.example:5000/#/experiments/7"),
-        ("https://mlflow.example.org/", "https://mlflow.example.org/#/experiments/7"),
+        ("http://tracking.example:5000", "http://tracking.example:5000/#/experiments/7/runs"),
+        ("https://mlflow.example.org/", "https://mlflow.example.org/#/experiments/7/runs"),
     ],
 )
 def test_browse_hint_for_a_tracking_server_is_its_ui(uri, expected):
@@ -307,7 +307,7 @@ def test_browse_hint_for_a_tracking_server_is_its_ui(uri, expected):
 @pytest.mark.parametrize("uri", ["sqlite:////tmp/x/mlflow.db", "postgresql://me@db.example/mlflow"])
 def test_browse_hint_for_a_database_is_the_mlflow_ui_command(uri):
     hint = browse_hint(uri, "7")
-    assert re.fullmatch(rf"\S*mlflow ui --backend-store-uri {re.escape(uri)}   \(then open http://127\.0\.0\.1:5000/#/experiments/7\)", hint)
+    assert re.fullmatch(rf"\S*mlflow ui --backend-store-uri {re.escape(uri)}   \(then open http://127\.0\.0\.1:5000/#/experiments/7/runs\)", hint)
 
 
 def test_report_against_labels_configurations_by_their_other_overrides():

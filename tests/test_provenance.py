@@ -29,7 +29,8 @@ def _jobs(client, parent: str) -> dict[str, object]:
 
 
 def _parent(stderr: str) -> str:
-    return stderr.strip().splitlines()[-1].split("MLflow parent run ")[1].rstrip(")")
+    (line,) = [ln for ln in stderr.splitlines() if ln.startswith("sweep: ") and "MLflow parent run " in ln]
+    return line.split("MLflow parent run ")[1].rstrip(")")
 
 
 @pytest.fixture
@@ -234,3 +235,20 @@ def test_source_note_names_commits_and_locks_and_is_drawn_under_the_figure():
     finally:
         plots.SOURCE_NOTE.reset(token)
     assert [t.get_text() for t in fig.texts] == ["runs of commit 84a9823 · lock 1a2b"]
+
+
+def test_a_single_run_and_a_sweep_say_where_they_went(cli, mlflow_client):
+    """#27 item 5 (part): a single run prints its MLflow run id, experiment and a link that opens
+    that run; a sweep's link opens the experiment's runs list (MLflow 3 opens its GenAI overview
+    on #/experiments/ID alone)."""
+    one = cli("dataset.releases=1", "dataset.initial=200", "progress=false", "tracking.experiment=where")
+    c = mlflow_client(cli.uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("where").experiment_id])
+    exp = run.info.experiment_id
+    lines = one.stderr.strip().splitlines()
+    assert lines[-2] == f"run: FINISHED as MLflow run {run.info.run_id} in experiment 'where'"
+    assert lines[-1].startswith("browse: ") and lines[-1].endswith(f"/#/experiments/{exp}/runs/{run.info.run_id})")
+    sweep = cli("-m", "dataset.releases=1", "dataset.initial=200", "privacy_model.k=5,6", "progress=false",
+                "tracking.experiment=where")
+    last = sweep.stderr.strip().splitlines()[-1]
+    assert last.startswith("browse: ") and last.endswith(f"/#/experiments/{exp}/runs)")

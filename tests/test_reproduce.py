@@ -47,7 +47,8 @@ def sweep(tmp_path_factory):
     db = folder / "mlflow.db"
     proc = _cdpbench(folder, f"sqlite:///{db}", *SWEEP)
     assert proc.returncode == 0, proc.stderr
-    parent = proc.stderr.strip().splitlines()[-1].split("MLflow parent run ")[1].rstrip(")")
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("sweep: ") and "MLflow parent run " in ln]
+    parent = line.split("MLflow parent run ")[1].rstrip(")")
     with sqlite3.connect(db) as con:
         jobs = [r for r, in con.execute("SELECT r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
                                         "WHERE t.key = 'mlflow.parentRunId' AND t.value = ? ORDER BY r.start_time",

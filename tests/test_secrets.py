@@ -91,7 +91,7 @@ def test_log_records_are_redacted(caplog):
 def test_browse_hint_hides_credentials():
     from cdpbench.report import browse_hint
 
-    assert browse_hint("http://alice:s3cret@h:5000/", "7") == "http://alice:***@h:5000/#/experiments/7"
+    assert browse_hint("http://alice:s3cret@h:5000/", "7") == "http://alice:***@h:5000/#/experiments/7/runs"
     hint = browse_hint("postgresql://ml:s3cret@db/mlflow", "7")
     assert SECRET not in hint and "postgresql://ml:***@db/mlflow" in hint
 

@@ -256,6 +256,11 @@ def run_single(hydra, plan, recorder) -> int:
     if recorder is None:
         print(f"run: FINISHED, recorded in {outcome.folder} (tracking.enabled=false: not in MLflow; "
               f"write it there with: cdpbench record {outcome.folder})", file=sys.stderr)
+    elif run_id and summary.get("experiment_id"):
+        from .report import browse_hint
+
+        print(f"run: FINISHED as MLflow run {run_id} in experiment {plan.master.tracking.experiment!r}\n"
+              f"browse: {browse_hint(summary['uri'], summary['experiment_id'], run_id)}", file=sys.stderr)
     return 0
 
 
@@ -338,6 +343,10 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
         print("\n".join(lines), file=sys.stderr)
     if not failed and not missing and crash is None:
         print(f"sweep: {total} jobs FINISHED, {total - len(skipped)} run ({where})", file=sys.stderr)
+        if parent and summary.get("experiment_id"):
+            from .report import browse_hint
+
+            print(f"browse: {browse_hint(summary['uri'], summary['experiment_id'])}", file=sys.stderr)
         return 0
     marked = f"MLflow parent run {parent} marked FAILED" if parent else where
     lines = [f"error: {len(failed) + missing} of {total} jobs failed; {marked}"]

@@ -373,6 +373,7 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
             ok = not failed and not missing and not interrupted
             c.set_terminated(parent, FINISHED if ok else FAILED)
     return {"parent_run_id": parent, "runs": runs, "missing": missing, "uri": tracking.redact_uri(header["uri"]),
+            "experiment_id": exp,
             "warnings": warnings}
 
 

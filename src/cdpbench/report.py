@@ -350,16 +350,19 @@ def _ru_points(runs, histories, labels, risk: str, loss: str) -> dict[str, tuple
     return points
 
 
-def browse_hint(uri: str, experiment_id: str) -> str:
+def browse_hint(uri: str, experiment_id: str, run_id: str | None = None) -> str:
     """Where to look at the runs: a tracking server's own UI, else the ``mlflow ui`` command that
-    serves the store (``mlflow ui --backend-store-uri http://...`` does not work). Credentials
-    in the URI are shown as ``***`` (:func:`cdpbench.tracking.redact_uri`)."""
+    serves the store (``mlflow ui --backend-store-uri http://...`` does not work). The link opens
+    the experiment's runs list (``#/experiments/ID`` alone opens MLflow 3's GenAI overview, not
+    the runs), or the run ``run_id``. Credentials in the URI are shown as ``***``
+    (:func:`cdpbench.tracking.redact_uri`)."""
     uri = tracking.redact_uri(uri)
+    page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
     if uri.startswith(("http://", "https://")):
-        return f"{uri.rstrip('/')}/#/experiments/{experiment_id}"
+        return f"{uri.rstrip('/')}/{page}"
     mlflow_cmd = Path(sys.executable).parent / "mlflow"
     mlflow_cmd = str(mlflow_cmd) if mlflow_cmd.exists() else "mlflow"
-    return f"{mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000/#/experiments/{experiment_id})"
+    return f"{mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000/{page})"
 
 
 def _finished(runs: list, name: str) -> list:
