@@ -74,7 +74,7 @@ def task(cfg: DictConfig) -> Outcome:
         forget_recorded(job_dir)
     except OSError:
         pass
-    comp = None
+    comp = provenance_tags = None  # built for the resume check, then used by the run itself
     if sweep.get("resume"):  # a job the present code and inputs already computed is not run again
         folder = tracking.sweep_dir()  # (the recorder's answer for this launch, checked in the store)
         finished = tracking.wait_finished(folder, sweep.get("launch")) if folder is not None else None
@@ -107,8 +107,9 @@ def task(cfg: DictConfig) -> Outcome:
         watch.start()
         if comp is None:
             comp = runner.build(cfg)  # validated in the launching process; rebuilt here with fresh state
+            provenance_tags = None
         record.tags.update(plugin_tags(comp))
-        record.tags.update(_provenance_tags(comp))
+        record.tags.update(provenance_tags or _provenance_tags(comp))  # input files are read once
         show = bool(cfg.progress) and not sweep.get("sweep_progress")
         table = runner.run_releases(cfg, comp, on_release=record.add_metrics, progress=show, label=label)
         with tempfile.TemporaryDirectory() as tmp:  # nothing lands unless the whole run succeeded

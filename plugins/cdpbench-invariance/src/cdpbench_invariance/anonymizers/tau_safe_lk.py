@@ -35,6 +35,7 @@ over the model's. With ``form: buckets`` k <= l (a bucket of l tuples is the pub
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -135,19 +136,5 @@ def angelize(release: Release, buckets: Publication, k: int) -> Publication:
     tuples = Release(release.t, release.schema, buckets.respondent, qi, buckets.sensitive, buckets.time, release.truth)
     boxes = Publication.from_partition(tuples, group, categorical="taxonomy")
     info = dict(buckets.info, buckets=float(buckets.n_groups))
-    return Publication(
-        t=buckets.t,
-        schema=buckets.schema,
-        group=boxes.group,
-        sensitive=buckets.sensitive,
-        respondent=buckets.respondent,
-        counterfeit=buckets.counterfeit,
-        row=buckets.row,
-        low=boxes.low,
-        high=boxes.high,
-        value_sets=boxes.value_sets,
-        suppressed=buckets.suppressed,
-        time=buckets.time,
-        info=info,
-        bucket=bucket,
-    )
+    return dataclasses.replace(buckets, group=boxes.group, low=boxes.low, high=boxes.high,
+                               value_sets=boxes.value_sets, info=info, bucket=bucket)
