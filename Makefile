@@ -25,7 +25,7 @@ $(STAMP): $(BIN)/python $(SETUP) $(LOCK)
 	touch $(STAMP)
 
 # Refresh requirements.lock after a change of a pyproject.toml's requirements (then `make install`):
-#   pip-compile --generate-hashes --allow-unsafe --extra test --extra bench --extra ray --strip-extras
+#   pip-compile --generate-hashes --allow-unsafe --extra test --extra bench --extra ray --extra postgres --strip-extras
 #               --no-emit-index-url --no-emit-find-links --output-file requirements.lock pyproject.toml -
 # with `-e .`, `-e plugins/<each>` and the build requirements (LOCK_BUILD, as in every pyproject.toml's
 # [build-system]) on stdin; the editable local distributions are then cut out of the file (they are
@@ -43,7 +43,7 @@ lock:
 	  $(LOCK_TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check '$(PIP_TOOLS)'; }
 	printf '%s\n' '-e .' $(foreach p,$(PLUGINS),'-e $(p)') $(foreach r,$(LOCK_BUILD),'$(r)') | \
 	  CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_TOOLS)/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
-	  --extra test --extra bench --extra ray --strip-extras --no-emit-index-url --no-emit-find-links \
+	  --extra test --extra bench --extra ray --extra postgres --strip-extras --no-emit-index-url --no-emit-find-links \
 	  $(LOCK_ARGS) --output-file $(LOCK) pyproject.toml -
 	awk '/^# WARNING: pip install will require/ || /^# Consider using a hashable URL/ {next} \
 	  /^-e / {cut = 1; next} cut && /^    #/ {next} {cut = 0; print}' $(LOCK) > $(LOCK).tmp
@@ -51,7 +51,7 @@ lock:
 
 run: $(STAMP)
 	$(BIN)/cdpbench -m +experiment=quickstart hydra/launcher=joblib
-	$(BIN)/cdpbench report --latest --metric gain_rho
+	$(BIN)/cdpbench report --latest --metric intersection.gain_rho
 
 # Test files spread over the cores (pytest-xdist; at most 4 processes): 5 min instead of 11 on 2 cores.
 # A single file or test: $(BIN)/python -m pytest tests/test_x.py (serial).

@@ -59,7 +59,7 @@ def test_one_failing_job_out_of_six(faulty, mlflow_client, launcher):
     assert parent.info.status == "FAILED" and parent.data.tags["cdpbench.failed_jobs"] == "1"
     assert parent.data.tags["cdpbench.jobs"] == "6"
     assert f"error: 1 of 6 jobs failed; MLflow parent run {parent.info.run_id} marked FAILED" in proc.stderr
-    assert "  job 3 (dataset.tag=3): " + reason in proc.stderr
+    assert "  job #2 (dataset.tag=3): " + reason in proc.stderr
     assert "Traceback" not in proc.stderr
     traceback_file = Path(bad.data.tags["cdpbench.error"].rsplit("traceback in ", 1)[1])
     assert "on purpose" in traceback_file.read_text()
@@ -231,7 +231,7 @@ def test_no_preset_can_run_code(own_conf, cli, args, message):
         (["seed=-1"], "error: seed must be an integer >= 0 (got -1)"),
         (["seed=abc"], "error: seed must be an integer >= 0 (got 'abc')"),
         (["seed=1.5"], "error: seed must be an integer >= 0 (got 1.5)"),
-        (["-m", "seed=0,-1,1,2"], "error: seed must be an integer >= 0 (got -1) [job 2 of 4: seed=-1 dataset.releases=3 "
+        (["-m", "seed=0,-1,1,2"], "error: seed must be an integer >= 0 (got -1) [job #1 of 4: seed=-1 dataset.releases=3 "
          "dataset.initial=600 dataset.deletions=60 dataset.insertions=60 dataset.updates=60 progress=False]"),
         (["+privacy_modle.k=50"], "error: privacy_modle: unknown key; allowed top-level keys: dataset, knowledge, "
          "estimator, privacy_model, anonymizer, attacker, metrics, extra_attackers, seed, progress, tracking"),
@@ -322,18 +322,20 @@ def test_a_sweep_over_csv_files_checks_every_job_first(cli):
     proc = cli("-m", "dataset=csv", files, "dataset.schema=good/schema.yaml", "progress=false", check=False)
     assert proc.returncode == 2
     assert last_line(proc).startswith("error: release 2: column 'sex' has unknown value(s) ['X']; allowed: ['F', 'M'] "
-                                      "[file 'bad/release_2.csv'] [job 2 of 2: ")
+                                      "[file 'bad/release_2.csv'] [job #1 of 2: ")
     assert not (cli.cwd / "outputs").exists() and not (cli.cwd / "mlflow.db").exists()
 
 
 # ------------------------------------------------------------------ names and tags a person reads
 def test_runs_are_named_by_preset_and_swept_parameters(cli, mlflow_client):
-    cli("-m", "+experiment=quickstart", *SMALL, "privacy_model=k_anonymity", "privacy_model.k=2,5",
-        "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    cli("-m", "+experiment=quickstart", *SMALL, "dataset.reinsertions=20", "+experiment/quickstart/defense=k_anonymity",
+        "privacy_model.k=2,5", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
     c = mlflow_client(cli.uri)
     everything = runs(c)
     (parent,) = [r for r in everything if r.data.tags.get("cdpbench.kind") == "sweep"]
-    assert parent.info.run_name.startswith("quickstart (") and parent.info.status == "FINISHED"
+    # named by the launch's minute (taken a moment before the parent's start time)
+    minutes = {time.strftime("%m-%d %H:%M", time.localtime(parent.info.start_time / 1000 - s)) for s in (0, 5)}
+    assert parent.info.run_name in {f"quickstart {m}" for m in minutes} and parent.info.status == "FINISHED"
     names = sorted(r.info.run_name for r in everything if r.data.tags.get("cdpbench.kind") == "job")
     assert names == ["quickstart: privacy_model.k=2", "quickstart: privacy_model.k=5"]
     (exp,) = [e for e in c.search_experiments() if e.name == "quickstart"]

@@ -1,6 +1,10 @@
 """Sweeps beyond joblib: the same 6-job sweep through Hydra's Ray launcher (a local Ray instance)
 and submitit's local executor ends with 6 FINISHED children under one parent run, with metrics
-identical to the joblib launcher's for the same configs and seeds."""
+identical to the joblib launcher's for the same configs and seeds, and every launcher's job
+numbers (its ``#N : overrides`` lines) are the runs' (``cdpbench.job``) and their folders'."""
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +37,17 @@ def sweep_metrics(c, experiment: str) -> dict[str, dict[str, list[tuple[int, flo
     return out
 
 
+def job_numbers(c, experiment: str) -> dict[tuple[str, str], str]:
+    """(privacy_model.k, seed) -> the job number of that run (tag ``cdpbench.job``), checked to be
+    its folder's name in the sweep folder."""
+    exp = c.get_experiment_by_name(experiment)
+    out = {}
+    for r in c.search_runs([exp.experiment_id], "tags.`cdpbench.kind` = 'job'", max_results=100):
+        assert Path(r.data.tags["cdpbench.run_dir"]).name == r.data.tags["cdpbench.job"]
+        out[(r.data.params["privacy_model.k"], r.data.params["seed"])] = r.data.tags["cdpbench.job"]
+    return out
+
+
 def test_ray_and_submitit_sweeps_match_joblib(cli, mlflow_client):
     pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="the ray extra is not installed")
     c = mlflow_client(cli.uri)
@@ -41,6 +56,10 @@ def test_ray_and_submitit_sweeps_match_joblib(cli, mlflow_client):
         proc = cli(*GRID, *launcher, f"tracking.experiment={name}")
         assert "sweep: 6 jobs FINISHED, 6 run" in proc.stderr, proc.stderr
         results[name] = sweep_metrics(c, name)
+        # one job numbering: the launcher's own "#N : overrides" lines, the runs' and their folders'
+        logged = {(k, seed): num for num, k, seed in
+                  re.findall(r"\t#(\d+) : .*privacy_model\.k=(\d) seed=(\d)", proc.stdout + proc.stderr)}
+        assert len(logged) == 6 and logged == job_numbers(c, name), name
     reference = results["joblib"]
     assert sum(len(v) for m in reference.values() for v in m.values()) > 6 * 3 * 10  # many values compared
     for name in ("ray", "submitit"):

@@ -1,5 +1,5 @@
 """The environment is locked (#30 item 3): requirements.lock, pip-compile's output (`make lock`),
-pins every third-party distribution the core, the plugins and the extras test, bench and ray need,
+pins every third-party distribution the core, the plugins and the extras test, bench, ray and postgres need,
 and the build backend of the editable installs; `make install` installs exactly it. The running
 environment is checked against it with tools/check_lock.py; the check is shown to catch a changed
 pin; every requirement a pyproject.toml names is locked at a version it allows."""
@@ -21,7 +21,7 @@ from conftest import REPO
 LOCK = REPO / "requirements.lock"
 CHECK = REPO / "tools" / "check_lock.py"
 PYPROJECTS = [REPO / "pyproject.toml", *sorted((REPO / "plugins").glob("*/pyproject.toml"))]
-LOCKED_EXTRAS = ["test", "bench", "ray"]
+LOCKED_EXTRAS = ["test", "bench", "ray", "postgres"]
 
 
 def check_lock_module():

@@ -1,5 +1,6 @@
 """Resumable sweeps: a sweep launched again skips every job whose config already has a FINISHED
-run in the experiment (listed with that run's id), runs FAILED and killed ones again, and
+run in the experiment (listed with that run's id, name, date and the command that made it; a
+launch that skips every job adds no run to MLflow), runs FAILED and killed ones again, and
 ``--rerun`` forces every job; a sweep killed with SIGKILL (its whole process group, recorder
 included) leaves its parent RUNNING only until the next launch, which records what the killed
 sweep's jobs had finished and marks the rest KILLED.
@@ -62,8 +63,15 @@ def test_a_second_launch_skips_finished_jobs_and_reruns_failed_ones(faulty, mlfl
     first_kids = {r.info.run_id: r for r in everything if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id}
     skipped = parents[1].data.tags["cdpbench.skipped_runs.0"].split(",")
     assert sorted(skipped) == sorted(i for i, r in first_kids.items() if r.info.status == "FINISHED")
-    for i in skipped:  # each skipped job is listed with the run that holds its result
-        assert f"skipped, FINISHED as MLflow run {i}" in second.stderr
+    # each skipped job is listed with the run that holds its result: id, name, start, and its command
+    made_by = f'  by `cdpbench -m {" ".join(SWEEP[1:])} dataset.fail_tag=3` (sweep "{parents[0].info.run_name}"):'
+    listed = second.stderr.splitlines()
+    assert listed[listed.index(made_by) - 1] == "sweep: 5 skipped, already FINISHED in the experiment (--rerun runs them again):"
+    for i in skipped:
+        run = first_kids[i]
+        job = f"job #{run.data.tags['cdpbench.job']} ({run.info.run_name})"
+        start = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.info.start_time / 1000))
+        assert f'    {job}: reuses MLflow run {i} "{run.info.run_name}" of {start}' in listed[listed.index(made_by):]
     # the report of the second sweep shows the whole sweep: 5 skipped runs (FINISHED) + the failed one
     out = faulty("report", "--latest", "--metric", "gcp_norm").stdout
     assert "left out 1 run that is not FINISHED (1 FAILED)" in out
@@ -111,9 +119,10 @@ def test_a_sweep_killed_with_sigkill_is_resumed_by_the_next_launch(faulty, mlflo
     assert len(in_flight) == list(before.values()).count("RUNNING")
     assert in_flight[0].data.tags["cdpbench.error"] == "the job did not end: its sweep was killed (found by a later launch)"
 
-    third = faulty(*args)  # a second identical launch runs nothing
-    assert "sweep: 6 jobs FINISHED, 0 run" in third.stderr
+    third = faulty(*args)  # a second identical launch runs nothing, and adds no run to MLflow
+    assert "sweep: nothing to run, all 6 jobs FINISHED before; no run added to MLflow" in third.stderr
     assert set(records(sweep_folders(faulty.cwd)[2]).values()) == {"SKIPPED"}
+    assert len(runs(c)) == len(everything)
 
 
 def test_reaping_deletes_a_half_written_run_and_records_its_job_again(tmp_path, mlflow_client):
@@ -170,12 +179,10 @@ def test_relaunch_into_the_same_folder_skips_every_job_and_the_report_shows_each
     old = {r.info.run_id for r in children(c, first)}
     assert len(old) == 2
     again = cli(*SAME, *JOBLIB)  # the folder holds the first launch's records and finished file
-    assert "sweep: 2 jobs FINISHED, 0 run" in again.stderr
+    assert "sweep: nothing to run, all 2 jobs FINISHED before; no run added to MLflow" in again.stderr
     for run_id in old:  # each job says which run it reused
-        assert f"skipped, FINISHED as MLflow run {run_id}" in again.stderr
-    second = sweeps(c)[1]
-    assert children(c, second) == []  # the first launch's records are not recorded again
-    assert set(second.data.tags["cdpbench.skipped_runs.0"].split(",")) == old
+        assert f"reuses MLflow run {run_id} " in again.stderr
+    assert [s.info.run_id for s in sweeps(c)] == [first.info.run_id]  # no empty parent, and the first launch's records are not recorded again
     assert len([r for r in runs(c) if r.data.tags.get("cdpbench.kind") == "job"]) == 2
     out = cli("report", "--latest").stdout
     assert "(2 runs;" in out  # each config once

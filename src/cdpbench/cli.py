@@ -129,8 +129,41 @@ class SweepProgress:
 
 
 def _job_line(job: int | None, name: str, reason: str) -> str:
-    where = f"job {int(job) + 1}" if job is not None else "job"
-    return f"  {where} ({name}): {reason}"
+    """``  job #2 (dataset.tag=3): reason``: a job numbered as Hydra's launchers log it (``#2 :``)
+    and as its folder in the sweep folder is named (:func:`cdpbench.launch.job_label`)."""
+    from .launch import job_label
+
+    return f"  {job_label(job)} ({name}): {reason}"
+
+
+def _skipped_lines(skipped: list[dict], folder: Path, launch: str | None) -> list[str]:
+    """Under a header, each skipped job with the run it reuses (id, name, start time), grouped by
+    the command that made those runs (the sweep's, with its parent run's name, or a single run's):
+
+        sweep: 2 skipped, already FINISHED in the experiment (--rerun runs them again):
+          by `cdpbench -m +experiment=quickstart hydra/launcher=joblib` (sweep "quickstart 11-26 05:46"):
+            job #0 (quickstart: defense=k_anonymity): reuses MLflow run 79cf… "quickstart: …" of 2026-11-26 05:46
+    """
+    from .job import REUSED_TAGS, reused_run_text
+    from .record import SKIPPED, statuses
+
+    try:  # the skipped jobs' records hold what the recorder said of the runs they reuse
+        tags = {rec.job: rec.tags for rec in statuses(folder, launch=launch).values() if rec.status == SKIPPED}
+    except OSError:
+        tags = {}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in sorted(skipped, key=lambda r: (r["job"] is None, r["job"] or 0)):
+        t = tags.get(r["job"], {})
+        key = (t.get(REUSED_TAGS["command"], ""), t.get(REUSED_TAGS["sweep"], ""))
+        groups.setdefault(key, []).append("  " + _job_line(r["job"], r["name"], "reuses " + reused_run_text(t, r["run_id"])))
+    lines = [f"sweep: {len(skipped)} skipped, already FINISHED in the experiment ({RERUN_FLAG} runs them again):"]
+    for (command, sweep), jobs in groups.items():
+        if not command:
+            lines.append("  by a command the store does not record:")
+        else:
+            lines.append(f"  by `{command}`" + (f' (sweep "{sweep}"):' if sweep else ":"))
+        lines += jobs
+    return lines
 
 
 def run_hydra(argv: list[str]) -> int:
@@ -270,7 +303,10 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
 
     Resumable: unless ``--rerun``, a job whose config hash already has a FINISHED run in the
     experiment is skipped (the recorder tells the jobs which, :data:`tracking.FINISHED_FILE`)
-    and listed with that run's id; FAILED and killed jobs run again."""
+    and listed with the run it reuses: its id, name and start time, under the command that made
+    it (:func:`_skipped_lines`); FAILED and killed jobs run again. A launch that skips every job
+    says so in one line (the recorder then adds no parent run). Jobs are named ``job #N`` with
+    Hydra's numbering (:func:`cdpbench.launch.job_label`)."""
     import uuid
 
     from . import launch, tracking
@@ -280,6 +316,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
     resume = not rerun and recorder is not None and bool(plan.master.tracking.get("enabled", True))
     token = uuid.uuid4().hex  # this launch's: files an earlier launch left in the same folder are not its
     if plan.launcher == "ray":
+        launch.check_ray_cluster(plan.master.hydra.launcher.ray.init)  # a cluster given by address answers
         # Ray's failure handler aborts this process on SIGTERM (SIGABRT) before the jobs are ended
         # and recorded; its Python handler then drains the local node for 10 s, for services a
         # sweep does not run (its jobs end through the stop file, cdpbench.stopping)
@@ -288,10 +325,12 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
     folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume, launch=token,
                                        reuse_old_code=reuse_old_code)
     total = len(plan.jobs)
-    sweep = {"jobs": total, "name": tracking.redact_text(f"{plan.preset or 'sweep'} ({folder.name})"), "resume": resume,
-             "launch": token, "reuse_old_code": reuse_old_code,
-             "tags": {"cdpbench.overrides": " ".join(tracking.redact_text(o) for o in plan.overrides),
-                      "cdpbench.jobs": str(total)}}
+    tags = {"cdpbench.overrides": " ".join(tracking.redact_text(o) for o in plan.overrides), "cdpbench.jobs": str(total)}
+    if plan.preset:
+        tags["cdpbench.preset"] = str(plan.preset)
+    # the parent's name fits MLflow's runs table (the sweep folder is its tag cdpbench.sweep_dir)
+    sweep = {"jobs": total, "name": tracking.redact_text(launch.sweep_name(plan.preset, time.time())), "resume": resume,
+             "launch": token, "reuse_old_code": reuse_old_code, "tags": tags}
     recorder = _open_recorder(recorder, plan, root, folder, sweep)
     bar = None
     interrupted = True
@@ -333,17 +372,20 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
     failed = [r for r in runs if r["status"] not in ("FINISHED", "SKIPPED")]
     skipped = [r for r in runs if r["status"] == "SKIPPED"]
     parent = summary.get("parent_run_id")
+    recorded = summary.get("experiment_id") is not None  # else tracking is off: nothing is in MLflow
     where = f"MLflow parent run {parent}" if parent else f"records in {folder}, not in MLflow (tracking.enabled=false)"
     again = [r for r in runs if r.get("note")]  # FINISHED before, by other code or from other files
     if again:
         print("\n".join(_job_line(r["job"], r["name"], r["note"]) for r in again), file=sys.stderr)
     if skipped:
-        lines = [_job_line(r["job"], r["name"], f"skipped, FINISHED as MLflow run {r['run_id']}") for r in skipped]
-        lines.append(f"sweep: {len(skipped)} skipped, already FINISHED in the experiment ({RERUN_FLAG} runs them again)")
-        print("\n".join(lines), file=sys.stderr)
+        print("\n".join(_skipped_lines(skipped, folder, token)), file=sys.stderr)
     if not failed and not missing and crash is None:
-        print(f"sweep: {total} jobs FINISHED, {total - len(skipped)} run ({where})", file=sys.stderr)
-        if parent and summary.get("experiment_id"):
+        if recorded and len(skipped) == total:  # the recorder adds no parent run for a launch that ran nothing
+            added = f"MLflow parent run {parent} lists them" if parent else "no run added to MLflow"
+            print(f"sweep: nothing to run, all {total} jobs FINISHED before; {added}", file=sys.stderr)
+        else:
+            print(f"sweep: {total} jobs FINISHED, {total - len(skipped)} run ({where})", file=sys.stderr)
+        if recorded:
             from .report import browse_hint
 
             print(f"browse: {browse_hint(summary['uri'], summary['experiment_id'])}", file=sys.stderr)

@@ -59,8 +59,10 @@ def task(cfg: DictConfig) -> Outcome:
     # name, tags, parameters, config.yaml, error, log lines, nor Hydra's files in its folder.
     name = tracking.redact_text(cfg.tracking.get("run_name") or launch.run_name(overrides, preset, sweep.get("varying")))
     label = launch.short_label(name)
+    who = f"run {name}"  # what its log lines call it
     if sweep.get("jobs") and num is not None:
-        label = f"[{num + 1}/{sweep['jobs']}] {label}"
+        label = f"#{num} {label}"  # the number Hydra's launchers log (#0 : overrides) and the job's folder
+        who = f"{launch.job_label(num)} ({name})"
     if sweep.get("sweep_progress"):
         _quiet_console()  # the launching process draws one line for the whole sweep
     tags = {"cdpbench.kind": "job", "cdpbench.overrides": " ".join(tracking.redact_text(o) for o in overrides),
@@ -79,7 +81,7 @@ def task(cfg: DictConfig) -> Outcome:
         folder = tracking.sweep_dir()  # (the recorder's answer for this launch, checked in the store)
         finished = tracking.wait_finished(folder, sweep.get("launch")) if folder is not None else None
         if finished is None:
-            log.warning("job %s: the recorder did not say which configs are FINISHED; running it", label)
+            log.warning("%s: the recorder did not say which configs are FINISHED; running it", who)
         elif finished.get(tags["cdpbench.config_hash"]):
             try:  # the code and input files this job would use, to compare with the finished runs'
                 comp = runner.build(cfg)
@@ -87,18 +89,19 @@ def task(cfg: DictConfig) -> Outcome:
             except Exception:  # noqa: BLE001 - the job runs and reports the failure below
                 comp = None
             if comp is not None:
-                run, why = _reusable(finished[tags["cdpbench.config_hash"]], provenance_tags,
-                                     bool(sweep.get("reuse_old_code")))
-                if run is not None:
-                    record.skipped_run = run
+                reused, why = _reusable(finished[tags["cdpbench.config_hash"]], provenance_tags,
+                                        bool(sweep.get("reuse_old_code")))
+                if reused is not None:
+                    record.skipped_run = str(reused["run"])
                     record.tags.update(provenance_tags)
+                    record.tags.update(reused_tags(reused))
                     record.end(SKIPPED)
                     if not _write_quietly(record, job_dir):
                         return Outcome(FAILED, str(job_dir), f"its record could not be written in {job_dir}")
-                    log.info("run %s: skipped, FINISHED as MLflow run %s", name, record.skipped_run)
+                    log.info("%s: skipped, reuses %s", who, reused_run_text(record.tags, record.skipped_run))
                     return Outcome(SKIPPED, str(job_dir))
                 record.tags[RESUME_NOTE_TAG] = why
-                log.info("job %s: %s", label, why)
+                log.info("%s: %s", who, why)
     watch = JobWatch(tracking.sweep_dir(), sweep)  # a job in another process ends when its sweep is interrupted
     if watch.stopped():  # queued by Ray or submitit, started after the sweep was interrupted: not run,
         return Outcome(FAILED, str(job_dir), "interrupted before it started")  # no record (counted missing)
@@ -125,7 +128,7 @@ def task(cfg: DictConfig) -> Outcome:
                 record.artifacts.append(f.name)
         record.end(FINISHED)
         record.write(job_dir)
-        log.info("run %s: %d releases, recorded in %s", name, len(table), job_dir)
+        log.info("%s: %d releases, recorded in %s", who, len(table), job_dir)
         return Outcome(FINISHED, str(job_dir))
     except KeyboardInterrupt:
         record.end(FAILED, "interrupted")
@@ -174,10 +177,12 @@ def _provenance_tags(comp) -> dict[str, str]:
     return provenance.run_tags(provenance.code_fingerprints(components, default_registry()), comp.dataset.input_files())
 
 
-def _reusable(entries: list[dict], present_tags: dict[str, str], reuse_old_code: bool) -> tuple[str | None, str]:
+def _reusable(entries: list[dict], present_tags: dict[str, str], reuse_old_code: bool) -> tuple[dict | None, str]:
     """The first FINISHED run of this config (latest first) whose code and input files are this
-    job's, and else why none is: ``(run_id, "")`` or ``(None, "runs again: cdpbench-x changed
-    since run ...")``. ``reuse_old_code``: code fingerprints are not compared (input files are)."""
+    job's, and else why none is: ``(entry, "")`` (the finished file's entry: ``run`` and, when the
+    recorder gave them, ``name``, ``start``, ``command``, ``sweep``) or ``(None, "runs again:
+    cdpbench-x changed since run ...")``. ``reuse_old_code``: code fingerprints are not compared
+    (input files are)."""
     from .provenance import provenance_of, stale_reason
 
     present = provenance_of(present_tags)
@@ -189,9 +194,34 @@ def _reusable(entries: list[dict], present_tags: dict[str, str], reuse_old_code:
         else:
             why = stale_reason(recorded, present)
         if why is None:
-            return str(e["run"]), ""
+            return e, ""
         first_why = first_why or f"runs again: {why} since run {e['run']}"
     return None, first_why or "runs again"
+
+
+#: on a SKIPPED record (never written to MLflow): the reused run's name, start time (ms), the
+#: command that made it and its sweep's parent run name, as the recorder found them in the store
+REUSED_TAGS = {"name": "cdpbench.reused.name", "start": "cdpbench.reused.start", "command": "cdpbench.reused.command",
+               "sweep": "cdpbench.reused.sweep"}
+
+
+def reused_tags(entry: dict) -> dict[str, str]:
+    """The :data:`REUSED_TAGS` of a finished file's entry (those it has)."""
+    return {tag: str(entry[key]) for key, tag in REUSED_TAGS.items() if entry.get(key) not in (None, "")}
+
+
+def reused_run_text(tags: dict[str, str], run_id: str) -> str:
+    """``MLflow run 79cf… "privacy_model.k=2" of 2026-11-26 05:49``: the run a skipped job reuses,
+    with its name and start time when the recorder gave them."""
+    import time
+
+    text = f"MLflow run {run_id}"
+    if tags.get(REUSED_TAGS["name"]):
+        text += f' "{tags[REUSED_TAGS["name"]]}"'
+    start = tags.get(REUSED_TAGS["start"], "")
+    if start.isdigit():
+        text += " of " + time.strftime("%Y-%m-%d %H:%M", time.localtime(int(start) / 1000))
+    return text
 
 
 def plugin_tags(comp) -> dict[str, str]:

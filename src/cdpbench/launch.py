@@ -242,9 +242,56 @@ class Plan:
 
     @property
     def hydra_overrides(self) -> list[str]:
-        """The run mode and the output folder, as resolved here, for Hydra to use as they are."""
+        """The run mode and the output folder, as resolved here, for Hydra to use as they are. With
+        the Ray launcher the folder is absolute: a cluster's workers run in their node's working
+        folder, not the launch folder; and joining a cluster by address, Ray's ``object_store_memory``,
+        which Hydra's Ray launcher sets for the local instance it would start, is left unset (Ray
+        refuses it when joining a cluster)."""
         key = "hydra.sweep.dir" if self.multirun else "hydra.run.dir"
-        return [f"hydra.mode={'MULTIRUN' if self.multirun else 'RUN'}", f"{key}={quote(self.output_dir)}"]
+        folder, more = self.output_dir, []
+        if self.launcher == "ray":
+            folder = os.path.abspath(os.path.expanduser(folder))
+            init = self.master.hydra.launcher.ray.init
+            if ray_address(init.get("address")) and "object_store_memory" not in init:
+                more.append("+hydra.launcher.ray.init.object_store_memory=null")
+        return [f"hydra.mode={'MULTIRUN' if self.multirun else 'RUN'}", f"{key}={quote(folder)}", *more]
+
+
+def ray_address(address: Any) -> str | None:
+    """The ``HOST:PORT`` of a Ray cluster ``hydra.launcher.ray.init.address`` joins (``ray://`` for
+    Ray Client), None when Ray finds or starts one itself (unset, ``auto``, ``local``)."""
+    if address is None or str(address) in ("auto", "local"):
+        return None
+    return str(address).removeprefix("ray://")
+
+
+#: seconds a launch waits for a Ray cluster given by address to accept a connection
+RAY_PROBE_TIMEOUT = 5.0
+
+
+def check_ray_cluster(init: DictConfig) -> None:
+    """A Ray cluster given by address (``hydra.launcher.ray.init.address=HOST:PORT``) accepts a
+    connection, and the launch sets none of the resources Ray only takes for a local instance;
+    else a one-line error before any job (Ray itself retries for minutes). At launch (a network
+    check: not part of :func:`prepare`)."""
+    import socket
+
+    address = ray_address(init.get("address"))
+    if address is None:
+        return
+    where = f"hydra.launcher.ray.init.address={shorten(str(init.get('address')))}"
+    local_only = [k for k in ("num_cpus", "num_gpus", "object_store_memory") if init.get(k) is not None]
+    if local_only:
+        raise ConfigError(f"{where}: hydra.launcher.ray.init.{local_only[0]} is for a Ray instance the launcher starts; "
+                          "a cluster joined by address has its own resources (set them with `ray start`)")
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"{where}: not a Ray cluster's address; write HOST:PORT (the address `ray start --head` printed)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_PROBE_TIMEOUT).close()
+    except OSError as e:
+        raise ConfigError(f"{where}: no Ray cluster answers there ({e.strerror or type(e).__name__}); start one with "
+                          f"`ray start --head --port={port}`, or give the address `ray start` printed") from None
 
 
 def quote(value: str) -> str:
@@ -861,7 +908,7 @@ def _prepare(hydra, overrides: list[str], multirun: bool, large_grid: bool) -> P
             try:
                 validate(job.cfg, checked)
             except CdpbenchError as e:
-                where = f" [job {i + 1} of {total}: {' '.join(job.overrides)}]" if multirun and total > 1 else ""
+                where = f" [{job_label(i)} of {total}: {' '.join(job.overrides)}]" if multirun and total > 1 else ""
                 raise type(e)(f"{e}{where}") from None
             if not keep and i > 0:
                 job.cfg = None
@@ -961,6 +1008,22 @@ def run_name(overrides: list[str], preset: str | None, varying: list[str] | None
     if preset:
         return f"{preset}: {body}" if body else preset
     return body or "default"
+
+
+def sweep_name(preset: str | None, start: float) -> str:
+    """A sweep's parent run name, short enough for MLflow's runs table (about 22 characters show):
+    the preset (``sweep`` without one) and the launch's local date and minute,
+    ``quickstart 11-26 05:46``. The sweep folder is in the parent's tag ``cdpbench.sweep_dir``."""
+    import time
+
+    return f"{preset or 'sweep'} {time.strftime('%m-%d %H:%M', time.localtime(start))}"
+
+
+def job_label(num: int | None) -> str:
+    """A sweep job as every message names it: ``job #0`` for the first, Hydra's own numbering
+    (its launchers log ``#0 : overrides``), which is also the job's folder in the sweep folder
+    (``hydra.sweep.subdir``) and its MLflow tag ``cdpbench.job``."""
+    return "job" if num is None else f"job #{int(num)}"
 
 
 def short_label(name: str, width: int = 32) -> str:

@@ -6,7 +6,8 @@ that importing MLflow and opening its store (about 2.5 s here) overlap with the 
 delaying each of them. The recorder
 
 1. opens the store, the experiment and, for a sweep, the parent run (``RUNNING`` while the
-   sweep runs), and answers ``{"ready": true}``, or the store's own error in one line
+   sweep runs; a resumed sweep's once one of its jobs runs, so that a launch that skips every
+   job adds no run), and answers ``{"ready": true}``, or the store's own error in one line
    (``sqlite3.DatabaseError: file is not a database``; :func:`root_cause`) and exits: a sweep
    waits for that answer before its jobs start, a single run is interrupted by it, and the
    command fails at once with that cause (an MLflow server that does not answer is found by one
@@ -37,9 +38,10 @@ the parent ``KILLED``.
 
 A resumed sweep (the default for sweeps, not with ``--rerun``): once the store is open the
 recorder writes :data:`~cdpbench.tracking.FINISHED_FILE` in the sweep folder, tagged with the
-launch's token, the config hash of every FINISHED job run of the experiment with its run id; a
-job waits for the file of its own launch, and a job listed there is not run but left as a
-``SKIPPED`` record, and the parent run lists those runs (``cdpbench.skipped_runs.N`` tags,
+launch's token, the config hash of every FINISHED job run of the experiment with its run id,
+name, start time and the command that made it (:func:`run_command`); a job waits for the file of
+its own launch, and a job listed there is not run but left as a ``SKIPPED`` record naming that
+run, and the parent run lists those runs (``cdpbench.skipped_runs.N`` tags,
 comma-separated run ids) so that ``cdpbench report`` shows the whole sweep. A skip is checked in
 the store before it is recorded: the run must exist in the experiment, be FINISHED and have the
 job's config hash (else the job is recorded FAILED, the finished file named). A finished file an
@@ -99,8 +101,9 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
     not end is written with status ``unfinished`` and ``reason``. ``source_tags``: the state of the
     checkout (:func:`cdpbench.provenance.git_state`), added to the run's tags."""
     from mlflow.entities import Metric, Param, RunTag
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
-    from .tracking import redact_text
+    from .tracking import log_batches, redact_text
 
     status, error = record.status, record.error
     if status not in (FINISHED, FAILED):
@@ -122,17 +125,21 @@ def ingest(c, experiment_id: str, folder: Path, record: RunRecord, parent: str |
     if error:
         tags[ERROR_TAG] = error[:5000]
     run_name = redact_text(record.name)
-    run_id = c.create_run(experiment_id, start_time=record.start_time, run_name=run_name).info.run_id
+    run = c.create_run(experiment_id, start_time=record.start_time, run_name=run_name)
+    run_id = run.info.run_id
     tag_items = [RunTag(k, redact_text(str(v))) for k, v in tags.items()]
     params = [Param(k, redact_text(str(v))[:6000]) for k, v in record.params.items()]
     metrics = [Metric(k, v, ts, step) for step, ts, row in record.metrics for k, v in row.items()]
-    for i in range(0, max(len(tag_items), len(params), 1), 100):
-        c.log_batch(run_id, params=params[i : i + 100], tags=tag_items[i : i + 100])
-    for i in range(0, len(metrics), 1000):  # MLflow takes 1,000 entities per batch
-        c.log_batch(run_id, metrics=metrics[i : i + 1000])
-    if status == FINISHED:
+    # parameters, tags and metrics in as few requests as MLflow takes (one for a typical run):
+    # against a server each request is a round trip and a transaction of its store
+    for p, t, m in log_batches(params, tag_items, metrics):
+        c.log_batch(run_id, metrics=m, params=p, tags=t)
+    if status == FINISHED and record.artifacts:
+        # into the run's artifact store as the run just created names it (MlflowClient.log_artifact
+        # would fetch the whole run again to find it)
+        repo = get_artifact_repository(run.info.artifact_uri, tracking_uri=c.tracking_uri)
         for name in record.artifacts:
-            c.log_artifact(run_id, str(folder / name))
+            repo.log_artifact(str(folder / name))
     c.set_terminated(run_id, status, end_time=record.end_time or now_ms())
     (folder / RECORDED_FILE).write_text(run_id)
     return run_id, status, error
@@ -159,10 +166,13 @@ def checkout_tags(root: Path) -> dict[str, str]:
 
 def finished_runs(c, experiment_id: str) -> dict[str, list[dict[str, Any]]]:
     """Config hash -> the FINISHED job runs of the experiment with that config, latest first, each
-    ``{"run", "code", "inputs"}`` (the fingerprints its tags record, :mod:`cdpbench.provenance`)."""
+    ``{"run", "code", "inputs"}`` (the fingerprints its tags record, :mod:`cdpbench.provenance`)
+    with what a skipped job says of the run it reuses: ``name``, ``start`` (ms) and the
+    ``command`` that made it, and ``sweep``, its sweep's parent run name (:func:`run_command`)."""
     from .provenance import provenance_of
 
     out: dict[str, list[dict[str, Any]]] = {}
+    sweeps = sweep_commands(c, experiment_id)
     token = None
     while True:
         page = c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'job' and attributes.status = 'FINISHED'",
@@ -170,10 +180,39 @@ def finished_runs(c, experiment_id: str) -> dict[str, list[dict[str, Any]]]:
         for r in page:
             h = r.data.tags.get("cdpbench.config_hash")
             if h:
-                out.setdefault(h, []).insert(0, {"run": r.info.run_id, **provenance_of(r.data.tags)})
+                command, sweep = run_command(r, sweeps)
+                out.setdefault(h, []).insert(0, {"run": r.info.run_id, **provenance_of(r.data.tags),
+                                                 "name": r.info.run_name, "start": r.info.start_time,
+                                                 "command": command, "sweep": sweep})
         token = page.token
         if not token:
             return out
+
+
+def sweep_commands(c, experiment_id: str) -> dict[str, tuple[str | None, str]]:
+    """Parent run id -> ``(command, name)`` of every sweep of the experiment: ``cdpbench -m
+    OVERRIDES`` from its tag ``cdpbench.overrides`` (None without it), and its run name."""
+    out: dict[str, tuple[str | None, str]] = {}
+    token = None
+    while True:
+        page = c.search_runs([experiment_id], "tags.`cdpbench.kind` = 'sweep'", max_results=5000, page_token=token)
+        for p in page:
+            overrides = p.data.tags.get("cdpbench.overrides")
+            out[p.info.run_id] = (None if overrides is None else f"cdpbench -m {overrides}".rstrip(), p.info.run_name)
+        token = page.token
+        if not token:
+            return out
+
+
+def run_command(run, sweeps: dict[str, tuple[str | None, str]]) -> tuple[str | None, str | None]:
+    """``(command, sweep name)`` that made a job run: its sweep's (``sweeps``,
+    :func:`sweep_commands`), or a single run's, ``cdpbench OVERRIDES``, and None; ``(None, None)``
+    when the store does not say (a run without the tag, a parent deleted since)."""
+    parent = run.data.tags.get("mlflow.parentRunId")
+    if parent:
+        return sweeps.get(parent, (None, None))
+    overrides = run.data.tags.get("cdpbench.overrides")
+    return (None if overrides is None else f"cdpbench {overrides}".rstrip()), None
 
 
 def not_a_finished_run(c, experiment_id: str, run_id: Any, config_hash: str | None,
@@ -280,10 +319,10 @@ def _stdin_lines(q: queue.Queue) -> None:
 
 def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> dict[str, Any]:
     """Record the runs under ``header['folder']`` until told to end; returns the summary.
-    ``ready()`` is called once the store is open (and, for a sweep, its parent run created and
-    the finished file written): from then on the jobs can run. Every write to a SQLite store is
-    made holding :func:`cdpbench.tracking.store_lock`, so that the recorders of sweeps launched
-    together on one store take turns."""
+    ``ready()`` is called once the store is open (and, for a sweep, the finished file written and,
+    unless it is resumed, its parent run created): from then on the jobs can run. Every write to
+    a SQLite store is made holding :func:`cdpbench.tracking.store_lock`, so that the recorders of
+    sweeps launched together on one store take turns."""
     from . import tracking
     from .provenance import environment_freeze, provenance_of
 
@@ -312,24 +351,38 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
                     finished = finished_runs(c, exp)
             finally:  # the jobs wait for this file: it is written whatever happens
                 tracking.write_finished(folder, finished, launch)
-            tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"],
-                    RECORDER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
-            if launch:
-                tags[LAUNCH_TAG] = launch
-            if commit:
-                tags["mlflow.source.git.commit"] = commit
-            tags.update(source_tags)
-            parent = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
-            try:  # the whole environment the sweep ran in (cdpbench.provenance)
-                c.log_text(parent, environment_freeze(), ENVIRONMENT_FILE)
-            except Exception as e:  # noqa: BLE001 - an artifact store that refuses it does not stop the sweep
-                warnings.append(f"warning: the sweep's {ENVIRONMENT_FILE} could not be stored: {root_cause(e)}")
+
+    def open_parent() -> str:
+        """The sweep's parent run (called holding the lock)."""
+        tags = {"cdpbench.kind": "sweep", "cdpbench.sweep_dir": str(folder), **sweep["tags"],
+                RECORDER_TAG: f"{socket.gethostname()}:{os.getpid()}"}
+        if launch:
+            tags[LAUNCH_TAG] = launch
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        tags.update(source_tags)
+        run_id = c.create_run(exp, start_time=header["start_time"], tags=tags, run_name=sweep["name"]).info.run_id
+        try:  # the whole environment the sweep ran in (cdpbench.provenance)
+            c.log_text(run_id, environment_freeze(), ENVIRONMENT_FILE)
+        except Exception as e:  # noqa: BLE001 - an artifact store that refuses it does not stop the sweep
+            warnings.append(f"warning: the sweep's {ENVIRONMENT_FILE} could not be stored: {root_cause(e)}")
+        return run_id
+
+    # A resumed sweep's parent is created once one of its jobs runs (a record that is not SKIPPED),
+    # so a launch that skips every job adds no empty parent run; any other sweep's, at once.
+    if sweep and not sweep.get("resume"):
+        with lock:
+            parent = open_parent()
     ready()
     done: dict[Path, dict[str, Any]] = {}
 
     def record_final(reason: str | None) -> None:
-        final = {path: rec for path, rec in statuses(folder, skip=done, launch=launch).items()
-                 if rec.status != RUNNING or reason is not None}
+        nonlocal parent
+        current = statuses(folder, skip=done, launch=launch)
+        if sweep and parent is None and any(rec.status != SKIPPED for rec in current.values()):
+            with lock:  # a job runs (or ended without being skipped): the sweep gets its parent run
+                parent = open_parent()
+        final = {path: rec for path, rec in current.items() if rec.status != RUNNING or reason is not None}
         if not final:
             return
         with lock:
@@ -343,6 +396,8 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
                 if rec.status == SKIPPED:
                     run_id, status, error = rec.skipped_run, SKIPPED, None
                 else:
+                    if sweep and parent is None:  # a skip the store did not confirm: recorded FAILED
+                        parent = open_parent()
                     run_id, status, error = ingest(c, exp, path.parent, rec, parent, commit, reason or DIED,
                                                    source_tags=source_tags)
                 done[path] = {"job": rec.job, "name": rec.name, "run_id": run_id, "status": status, "error": error,
@@ -363,6 +418,9 @@ def serve(header: dict[str, Any], commands: queue.Queue, ready=lambda: None) -> 
     runs = sorted(done.values(), key=lambda r: (r["job"] is None, r["job"] or 0))
     failed = [r for r in runs if r["status"] not in (FINISHED, SKIPPED)]
     missing = max(int(sweep["jobs"]) - len(runs), 0) if sweep else 0
+    if sweep and parent is None and (failed or missing or interrupted):  # no job ran, but the sweep failed
+        with lock:
+            parent = open_parent()
     if parent:
         with lock:
             c.set_tag(parent, "cdpbench.failed_jobs", str(len(failed) + missing))
@@ -486,9 +544,9 @@ class Recorder:
         self.error = store_unusable(self.uri or "", answer.get("error") or self._stderr_cause(self.proc.stderr.read()))
 
     def ready(self) -> None:
-        """Wait until the recorder has opened the store (for a sweep: created its parent run and
-        told the jobs which configs are FINISHED). Raises :class:`CdpbenchError` with the store's
-        error when it could not."""
+        """Wait until the recorder has opened the store (for a sweep: told the jobs which configs
+        are FINISHED and, unless it is resumed, created its parent run). Raises
+        :class:`CdpbenchError` with the store's error when it could not."""
         self._answer()
         if self.error:
             raise CdpbenchError(self.error)

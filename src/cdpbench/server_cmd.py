@@ -1,10 +1,11 @@
 """``cdpbench server``: an MLflow tracking server for a team, and the URI its jobs log to.
 
 It runs MLflow's own server (``mlflow server``) with a backend store (SQLite under ``outputs/``
-by default, or any SQLAlchemy URI such as ``postgresql://user@db/mlflow``) and an artifacts
-folder it serves itself, bound to 127.0.0.1 unless ``--host`` says otherwise. Every cdpbench
-process given ``MLFLOW_TRACKING_URI=http://HOST:PORT`` then logs there: the sweep's recorder
-writes the runs, jobs on other machines only need the shared sweep folder.
+by default, or a PostgreSQL database, ``postgresql://user@db:5432/mlflow``: :data:`STORE_SCHEMES`
+is the allowlist) and an artifacts folder it serves itself, bound to 127.0.0.1 unless ``--host``
+says otherwise. Every cdpbench process given ``MLFLOW_TRACKING_URI=http://HOST:PORT`` then logs
+there: the sweep's recorder writes the runs, jobs on other machines only need the shared sweep
+folder.
 
 Before starting MLflow it checks that the port can be bound on that host (a port in use ends the
 command at once, non-zero, with one line). With a host other than a loopback address (e.g.
@@ -14,12 +15,19 @@ name and the address of its default route), and sets MLflow's ``--allowed-hosts`
 and addresses with the port, and localhost (MLflow refuses requests whose Host header is not
 listed), and ``--cors-allowed-origins`` to the same origins, so that the UI works from them too.
 ``--dry-run`` prints the ``mlflow server`` command instead of running it.
+
+A store URI that holds a password (``postgresql://ml:s3cret@db/mlflow``) is never printed as is
+(:func:`cdpbench.tracking.redact_uri`), and reaches MLflow through its environment
+(``MLFLOW_BACKEND_STORE_URI``) rather than its command line, which every user of the machine can
+read; libpq also takes the password from ``PGPASSWORD`` or ``~/.pgpass``, which keeps it out of
+the URI altogether.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import ipaddress
 import os
 import shlex
@@ -35,6 +43,14 @@ PRIVATE_IP_HOSTS = ["10.*", "192.168.*", *(f"172.{i}.*" for i in range(16, 32)),
 #: a TEST-NET-1 address (RFC 5737): a UDP socket "connected" to it tells which local address the
 #: default route uses; connecting a UDP socket sends no packet
 _ROUTE_PROBE = ("192.0.2.1", 9)
+#: the backend stores ``cdpbench server`` runs MLflow's server on (an allowlist: the schemes a
+#: store URI may have), each with the Python module of its SQLAlchemy driver (None: Python's own).
+#: SQLAlchemy 2.1 reads ``postgresql://`` with psycopg (3), cdpbench's 'postgres' extra
+STORE_SCHEMES = {"sqlite": None, "postgresql": "psycopg", "postgresql+psycopg": "psycopg",
+                 "postgresql+psycopg2": "psycopg2"}
+#: how to install each driver module
+DRIVER_INSTALL = {"psycopg": "install cdpbench's 'postgres' extra (pip install 'psycopg[binary]')",
+                  "psycopg2": "pip install psycopg2-binary"}
 
 
 def server_command(argv: list[str]) -> int:
@@ -43,9 +59,13 @@ def server_command(argv: list[str]) -> int:
                         "only; 0.0.0.0: every interface, with a warning: MLflow's server has no authentication)")
     parser.add_argument("--port", type=int, default=5000, help="port (default: 5000)")
     parser.add_argument("--backend-store-uri", default=None,
-                        help="where runs are kept: a SQLAlchemy URI (default: sqlite:///$PWD/outputs/server/mlflow.db)")
+                        help="where runs are kept: sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE (needs the "
+                        "'postgres' extra, psycopg) (default: sqlite:///$PWD/outputs/server/mlflow.db)")
     parser.add_argument("--artifacts", default=None, help="artifacts folder (default: $PWD/outputs/server/artifacts)")
-    parser.add_argument("--workers", type=int, default=2, help="server worker processes (default: 2)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server worker processes (default: 1; with more, uvicorn leaves Nagle's algorithm on for "
+                        "the connections it accepts, uvicorn#3149, and every request on a kept-alive connection waits "
+                        "~40 ms more)")
     parser.add_argument("--allowed-hosts", default="", metavar="HOSTS",
                         help="with a non-loopback --host: more Host headers MLflow accepts, comma-separated "
                         "(e.g. a proxy's name mlflow.lab.org), besides this machine's names and address with the port")
@@ -56,16 +76,21 @@ def server_command(argv: list[str]) -> int:
         raise CdpbenchError(f"server: --port must be 1..65535 (got {args.port})")
     if args.workers < 1:
         raise CdpbenchError(f"server: --workers must be >= 1 (got {args.workers})")
+    if args.backend_store_uri is not None:
+        check_store(args.backend_store_uri)
     check_port(args.host, args.port)
     base = Path.cwd() / "outputs" / "server"
     store = args.backend_store_uri or f"sqlite:///{(base / 'mlflow.db').resolve()}"
     artifacts = Path(args.artifacts or base / "artifacts").resolve()
     mlflow = Path(sys.executable).parent / "mlflow"
-    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "server", "--backend-store-uri", store,
-           "--artifacts-destination", artifacts.as_uri(), "--serve-artifacts",
-           "--host", args.host, "--port", str(args.port), "--workers", str(args.workers)]
     from .tracking import redact_uri
 
+    # a URI with a secret goes to MLflow in its environment: a command line is visible to every user (ps)
+    env = {"MLFLOW_BACKEND_STORE_URI": store} if redact_uri(store) != store else {}
+    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "server",
+           *([] if env else ["--backend-store-uri", store]),
+           "--artifacts-destination", artifacts.as_uri(), "--serve-artifacts",
+           "--host", args.host, "--port", str(args.port), "--workers", str(args.workers)]
     lines = [f"MLflow server for {redact_uri(store)}, artifacts in {artifacts}"]
     if is_loopback(args.host):
         lines.append(f"jobs on this machine log to it with: export MLFLOW_TRACKING_URI=http://{_url_host(args.host)}:{args.port}")
@@ -91,13 +116,43 @@ def server_command(argv: list[str]) -> int:
         lines.append(f"jobs on this machine: export MLFLOW_TRACKING_URI=http://127.0.0.1:{args.port}")
     print("\n".join(lines), file=sys.stderr, flush=True)
     if args.dry_run:
-        print(shlex.join(cmd), flush=True)
+        print(" ".join([*(f"{k}={shlex.quote(redact_uri(v))}" for k, v in env.items()), shlex.join(cmd)]), flush=True)
         return 0
     if store.startswith("sqlite:///"):
         Path(store[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     artifacts.mkdir(parents=True, exist_ok=True)
+    os.environ.update(env)
+    # MLflow's job runner (GenAI evaluation, trace rollups; cdpbench uses none) starts ~8 Python processes
+    # that keep 2 cores busy for ~15 s after the server answers
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     os.execv(cmd[0], cmd) if os.path.isabs(cmd[0]) else os.execvp(cmd[0], cmd)
     return 0  # pragma: no cover - exec does not return
+
+
+def check_store(uri: str) -> None:
+    """Raise a one-line error unless ``uri`` is a backend store of :data:`STORE_SCHEMES` whose
+    driver is installed (the URI shown without its password)."""
+    from .tracking import redact_uri
+
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if scheme not in STORE_SCHEMES or (scheme == "sqlite" and not uri.startswith("sqlite:///")):
+        hint = " (PostgreSQL's scheme is postgresql://)" if scheme.partition("+")[0] == "postgres" else ""
+        raise CdpbenchError(f"server: --backend-store-uri {redact_uri(uri)}: not a store cdpbench server runs "
+                            f"on{hint}; allowed: sqlite:///PATH, postgresql://USER@HOST:PORT/DATABASE")
+    module = STORE_SCHEMES[scheme]
+    if module and not driver_installed(module):
+        raise CdpbenchError(f"server: --backend-store-uri {redact_uri(uri)}: needs the PostgreSQL driver {module}, "
+                            f"which this Python cannot import; {DRIVER_INSTALL[module]}")
+
+
+def driver_installed(module: str) -> bool:
+    """Can this Python import the driver ``module``? (psycopg without libpq is found but fails
+    to import, so it is imported.)"""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def check_port(host: str, port: int) -> None:

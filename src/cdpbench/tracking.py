@@ -165,12 +165,46 @@ def artifact_root(root: Path | None = None) -> str:
 
 
 def client(uri: str):
+    """An MLflow client of the store at ``uri``. MLflow's own "View run ... at" lines are turned
+    off: against a server, ``set_terminated`` would otherwise fetch the whole run once more to print
+    them (one request a run) to stdout, which is the recorder's answer channel; cdpbench prints its
+    own links."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
     mlflow.set_tracking_uri(uri)
     return MlflowClient(tracking_uri=uri)
+
+
+def log_batches(params: list, tags: list, metrics: list) -> list[tuple[list, list, list]]:
+    """A run's ``params``, ``tags`` and ``metrics`` (MLflow entities) packed into as few ``log_batch``
+    requests as MLflow takes: each at most 100 parameters, 100 tags and 1,000 metrics, 1,000
+    entities in all (:mod:`mlflow.utils.validation`), and under its 1 MB a request (sizes
+    estimated as MLflow's indented JSON, on the high side). A run of up to 100 parameters and
+    tags and ~900 metric values is one request."""
+    from mlflow.utils.validation import (MAX_BATCH_LOG_REQUEST_SIZE, MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH,
+                                         MAX_PARAMS_TAGS_PER_BATCH)
+
+    budget = MAX_BATCH_LOG_REQUEST_SIZE - 4096  # the run id and the JSON around the lists
+    limits = (MAX_PARAMS_TAGS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH, MAX_METRICS_PER_BATCH)
+    batches: list[tuple[list, list, list]] = []
+    sizes: list[int] = []
+    for kind, items in enumerate((params, tags, metrics)):
+        b = 0  # the first request that may still take one of this kind (those before it are full)
+        for e in items:
+            # a metric's value, timestamp and step are numbers: at most ~70 characters with their names
+            n = len(json.dumps(e.key)) + (len(json.dumps(e.value)) + 64 if kind < 2 else 160)
+            while b < len(batches) and (len(batches[b][kind]) >= limits[kind] or sizes[b] + n > budget
+                                        or sum(map(len, batches[b])) >= MAX_ENTITIES_PER_BATCH):
+                b += 1
+            if b == len(batches):
+                batches.append(([], [], []))
+                sizes.append(0)
+            batches[b][kind].append(e)
+            sizes[b] += n
+    return batches
 
 
 def sqlite_path(uri: str) -> Path | None:
