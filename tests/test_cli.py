@@ -167,7 +167,7 @@ def test_parallel_sweep_matches_serial_sweep(cli, mlflow_client):
     assert "plot:" in out and "summary:" in out
     arts = {a.path for a in c.list_artifacts(parents[1].info.run_id, "report")}
     assert arts == {"report/gain_rho.png", "report/gain_rho.pdf", "report/gain_rho.svg", "report/gain_rho.csv",
-                    "report/summary.csv"}
+                    "report/summary.csv", "report/report.html"}
     summary = pd.read_csv(cli.cwd / "outputs" / "reports" / parents[1].info.run_id / "summary.csv")
     assert sorted(summary["run"]) == ["privacy_model=k_anonymity", "privacy_model=l_diversity"]
     assert summary["violations"].tolist() == [0.0, 0.0]

@@ -366,12 +366,12 @@ def test_report_matrix_cells_are_means_over_releases(report, sweep_store):
     """--matrix: one row per FINISHED run (k = 2, 5), one column per attacker label (x), cell =
     mean of x.gain_rho over releases 1..3 = k/10 + 0.02; gcp beside it; tables in three formats."""
     out, _, folder = report("--matrix", "--utility", "gcp,rl,missing")
-    cells = pd.read_csv(folder / "matrix_gain_rho_table.csv").set_index("defence")
+    cells = pd.read_csv(folder / "matrix_gain_rho_table.csv").set_index("defense")
     assert list(cells.columns) == ["x", "gcp", "rl"]  # a utility metric no run has is left out
     assert cells["x"].to_dict() == pytest.approx({"privacy_model.k=2": 0.22, "privacy_model.k=5": 0.52})
     assert cells["gcp"].to_dict() == pytest.approx({"privacy_model.k=2": 202.0, "privacy_model.k=5": 502.0})
     tidy = pd.read_csv(folder / "matrix_gain_rho.csv")
-    assert set(tidy.columns) == {"defence", "attacker", "gain_rho"} and len(tidy) == 2
+    assert set(tidy.columns) == {"defense", "attacker", "gain_rho"} and len(tidy) == 2
     assert "\\toprule" in (folder / "matrix_gain_rho_table.tex").read_text()
     assert (folder / "matrix_gain_rho.pdf").stat().st_size > 0 and "table:" in out
 

@@ -1,9 +1,13 @@
 """``cdpbench report``: compare the runs of a sweep (or of an experiment).
 
 Draws a chosen metric against release with one line per run, labelled by the parameters that
-differ between the runs, writes a summary table of per-run means of every metric (CSV), saves both
-under ``outputs/reports/<id>/`` and logs them to the sweep's parent run. Every figure is a PNG
-with a PDF and an SVG beside it, and its data as a tidy CSV (one row per point) of the same name.
+differ between the runs (the legend sorted by value, identical lines drawn once:
+:func:`cdpbench.plots.legend_entries`), writes a summary table of per-run means of every metric
+(CSV), saves both under ``outputs/reports/<id>/`` and logs them to the sweep's parent run. Every
+figure is a PNG with a PDF and an SVG beside it, and its data as a tidy CSV (one row per point) of
+the same name. ``report.html`` beside them is the whole report as one self-contained page (the
+figure embedded, the tables, every run's parameters and MLflow link; no scripts, no external
+resources): it opens from the file system and can be mailed.
 
 When the sweep ran configurations with several seeds (:mod:`cdpbench.repetitions`), the figure
 against release shows per configuration the mean over seeds with its 95% bootstrap band, and
@@ -51,10 +55,14 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--baseline", metavar="CONFIG", help="with seeds: compare every configuration with this one "
                     "(its label in the seeds table), paired by seed (paired t-test p-value in the table)")
     ap.add_argument("--no-bands", action="store_true", help="with seeds: one line per run instead of mean and band")
-    ap.add_argument("--matrix", action="store_true", help="the attack matrix: a heatmap of runs (defences) x attackers, "
+    ap.add_argument("--matrix", action="store_true", help="the attack matrix: a heatmap of runs (defenses) x attackers, "
                     "cell = mean over releases of ATTACKER.METRIC (--metric, e.g. gain_rho or share_over_90), "
                     "utility (--utility) beside each row; the table as CSV, Markdown and LaTeX")
     ap.add_argument("--utility", default="gcp_norm,query_error_mean", help="--matrix: utility metrics shown beside each row")
+    ap.add_argument("--scale", type=float, metavar="FACTOR", help="multiply the plotted metric (figure and its data CSV) "
+                    "by FACTOR, e.g. 100 to draw a fraction as a percentage (with --ylabel 'NCP %%')")
+    ap.add_argument("--ylabel", metavar="TEXT", help="the y axis's label instead of the metric key, e.g. 'NCP %%' "
+                    "(the unit a preset states)")
     ap.add_argument("--out", type=Path, help="output folder (default outputs/reports/<id>)")
     ap.add_argument("--include-unfinished", action="store_true", help="also use runs that are not FINISHED (failed, running, killed)")
     ap.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite under ./outputs")
@@ -73,6 +81,11 @@ def report_command(argv: list[str]) -> int:
         raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter)")
     if (args.panels or args.diagonal) and not args.against:
         raise CdpbenchError("--panels and --diagonal go with --against PARAM")
+    if (args.scale is not None or args.ylabel) and (args.matrix or args.ru):
+        raise CdpbenchError("--scale and --ylabel go with a figure of one metric against release or a parameter "
+                            "(not --matrix or --ru)")
+    if args.scale is not None and not 0 < args.scale < float("inf"):
+        raise CdpbenchError(f"--scale takes a positive finite factor (e.g. 100), not {args.scale}")
     uri, c, parent, runs, name = _selected(args)
     from .provenance import source_note
 
@@ -87,6 +100,8 @@ def report_command(argv: list[str]) -> int:
 def _report(args, uri: str, c, parent: str | None, runs: list, name: str, note: str) -> int:
     histories = {r.info.run_id: _histories(c, r) for r in runs}
     labels = _labels(runs)
+    scale = 1.0 if args.scale is None else args.scale
+    ylabel = args.ylabel or args.metric
     series: dict[str, pd.Series] = {}
     rows = []
     for r in runs:
@@ -94,7 +109,7 @@ def _report(args, uri: str, c, parent: str | None, runs: list, name: str, note: 
         keys = _matching(hist, args.metric)
         for key in keys:
             lab = labels[r.info.run_id] + (f" [{key}]" if len(keys) > 1 else "")
-            series[lab] = hist[key]
+            series[lab] = hist[key] * scale if scale != 1 else hist[key]
         row = {"run": labels[r.info.run_id], "run_id": r.info.run_id, "status": r.info.status}
         row.update({k: float(s.mean()) for k, s in sorted(hist.items())})
         rows.append(row)
@@ -114,17 +129,22 @@ def _report(args, uri: str, c, parent: str | None, runs: list, name: str, note: 
         data = pd.DataFrame([{"series": lab, "release": rel, args.risk: x[rel], args.loss: y[rel]}
                              for lab, (x, y) in sorted(points.items()) for rel in x.index])
     elif args.against:
-        what = f"mean {args.metric} over releases" if args.at is None else f"{args.metric} at release {args.at}"
-        title = f"{args.metric} against {args.against} — {name}"
+        if args.ylabel:
+            what = f"{args.ylabel}, mean over releases" if args.at is None else f"{args.ylabel} at release {args.at}"
+        else:
+            what = f"mean {args.metric} over releases" if args.at is None else f"{args.metric} at release {args.at}"
+        title = f"{ylabel} against {args.against} — {name}"
         if args.panels:
             panels = [p.strip() for p in args.panels.split(",") if p.strip()]
             groups = _against(runs, histories, args.metric, args.against, args.at, panels=panels)
+            groups = {p: {lab: s * scale for lab, s in lines.items()} for p, lines in groups.items()}
             png = plots.panels_plot(groups, what, out / f"{metric_file}_vs_{args.against}_panels.png", title=title,
                                     xlabel=args.against, diagonal=args.diagonal)
             data = pd.concat([_tidy(lines, args.against, what).assign(panel=panel) for panel, lines in sorted(groups.items())],
                              ignore_index=True)[["panel", "series", args.against, what]]
         else:
             series = _against(runs, histories, args.metric, args.against, args.at)
+            series = {lab: s * scale for lab, s in series.items()}
             png = plots.lines_plot(series, what, out / f"{metric_file}_vs_{args.against}.png", title=title,
                                    xlabel=args.against, diagonal=args.diagonal)
             data = _tidy(series, args.against, what)
@@ -134,26 +154,183 @@ def _report(args, uri: str, c, parent: str | None, runs: list, name: str, note: 
             raise CdpbenchError("--baseline compares configurations run with several seeds; this sweep has one run per "
                                 "configuration (sweep seed='range(0,5)' for five)")
         if groups is None:
-            png = plots.lines_plot(series, args.metric, out / f"{metric_file}.png", title=f"{args.metric} against release — {name}")
-            data = _tidy(series, "release", args.metric)
+            png = plots.lines_plot(series, ylabel, out / f"{metric_file}.png", title=f"{ylabel} against release — {name}")
+            data = _tidy(series, "release", ylabel)
         else:
             png, data, tables = _seed_report(groups, histories, args, out, metric_file, name)
     data.to_csv(png.with_suffix(".csv"), index=False)
     csv = out / "summary.csv"
-    pd.DataFrame(rows).to_csv(csv, index=False)
-    artifacts = [f for f in (png, *(png.with_suffix(ext) for ext in (*plots.FORMATS, ".csv")), *tables, csv) if f.exists()]
+    summary = pd.DataFrame(rows)
+    summary.to_csv(csv, index=False)
+    page = write_html(out / "report.html", name=name, figure=png, tables=tables, summary=summary, runs=runs,
+                      labels=labels, uri=uri, parent=parent, note=note, command=_command_line(args))
+    artifacts = [f for f in (png, *(png.with_suffix(ext) for ext in (*plots.FORMATS, ".csv")), *tables, csv, page)
+                 if f.exists()]
     if parent:
         for f in artifacts:
             c.log_artifact(parent, str(f), "report")
     print(f"plot:    {png}  (also .pdf and .svg; the plotted data: {png.with_suffix('.csv').name})")
     for f in tables:
         if f.suffix == ".tex":
-            what = "defences x attackers" if f.name.startswith("matrix_") else "per configuration: mean over seeds, 95% CI"
+            what = "defenses x attackers" if f.name.startswith("matrix_") else "per configuration: mean over seeds, 95% CI"
             print(f"table:   {str(f)[:-4]}.csv/.md/.tex  ({what})")
     print(f"summary: {csv}  ({len(rows)} runs; mean of each metric over releases)")
+    print(f"html:    {page}  (one self-contained page: the figure, the tables, each run's parameters and MLflow link)")
     print(f"source:  {note}  (under the figure)")
     print(f"browse:  {browse_hint(uri, runs[0].info.experiment_id)}")
     return 0
+
+
+def _command_line(args) -> str:
+    """The ``cdpbench report`` options that drew this report (for the page's header)."""
+    import shlex
+
+    words = ["cdpbench", "report"]
+    for key, value in vars(args).items():
+        if value is None or value is False or key in ("tracking_uri", "out", "export"):
+            continue
+        if key in ("loss", "risk") and not args.ru or key == "utility" and not args.matrix:
+            continue
+        words.append("--" + key.replace("_", "-"))
+        if value is not True:
+            words.append(f"{value:g}" if isinstance(value, float) else str(value))
+    return shlex.join(words)
+
+
+# ------------------------------------------------------------------------------------ the HTML page
+
+_CSS = """
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222; margin: 2em auto;
+       max-width: 1100px; padding: 0 1em; }
+h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+h3 { font-size: 1em; margin: 1.2em 0 .3em; }
+.meta { color: #555; } .meta code, td code { font-size: .92em; }
+figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #555; font-size: .9em; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: .88em; margin: .5em 0; }
+th, td { border-bottom: 1px solid #e4e4e4; padding: .25em .6em; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f6f6f6; }
+details { margin: .3em 0 1em; } summary { cursor: pointer; color: #333; }
+.status-FINISHED { color: #2a7a2a; } .status-FAILED, .status-KILLED { color: #b22; }
+"""
+
+
+def _esc(value) -> str:
+    """Every text that comes from runs, parameters or the command line, escaped for HTML
+    (attribute values included)."""
+    import html
+
+    return html.escape(str(value), quote=True)
+
+
+def ui_link(uri: str, experiment_id: str, run_id: str | None = None) -> str:
+    """The MLflow UI address of an experiment's runs list (or of one run): the tracking server's
+    own address without its credentials, else the address ``mlflow ui`` serves a local store on."""
+    from urllib.parse import urlsplit
+
+    page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    if uri.startswith(("http://", "https://")):
+        parts = urlsplit(uri)
+        host = parts.netloc.rpartition("@")[2]
+        return f"{parts.scheme}://{host}{parts.path.rstrip('/')}/{page}"
+    return f"http://127.0.0.1:5000/{page}"
+
+
+def _cell(value) -> str:
+    if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+        v = float(value)
+        text = "" if v != v else (f"{v:.4g}" if abs(v) < 1e5 else f"{v:.4e}")
+        return f'<td class="num">{_esc(text)}</td>'
+    return f"<td>{_esc('' if value is None or value != value else value)}</td>"
+
+
+def _html_table(frame: pd.DataFrame, anchors: list[str] | None = None) -> str:
+    """``frame`` as an HTML table (numbers right-aligned, 4 significant digits); with ``anchors``,
+    each row's first cell links to that anchor of the page."""
+    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
+    rows = []
+    for i, row in enumerate(frame.itertuples(index=False)):
+        cells = [_cell(v) for v in row]
+        if anchors and cells:
+            cells[0] = f'<td><a href="#{_esc(anchors[i])}">{_esc(row[0])}</a></td>'
+        rows.append("<tr>" + "".join(cells) + "</tr>\n")
+    body = "".join(rows)
+    return f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table></div>'
+
+
+def write_html(path: Path, *, name: str, figure: Path, tables: list[Path], summary: pd.DataFrame, runs: list,
+               labels: dict[str, str], uri: str, parent: str | None, note: str, command: str) -> Path:
+    """The report as one self-contained HTML page at ``path``: the figure (PNG, base64 in the
+    page), the tables (``tables``' CSVs, the per-run summary), and per run its label, name,
+    status, MLflow link, command-line overrides and every parameter. No script, no style sheet
+    or image from elsewhere: the only addresses in it are the MLflow links. Every text from the
+    runs is escaped."""
+    import base64
+    import datetime as dt
+
+    experiment = runs[0].info.experiment_id
+    served = "" if uri.startswith(("http://", "https://")) else (
+        f' (served by <code>mlflow ui --backend-store-uri {_esc(tracking.redact_uri(uri))}</code>)')
+    when = ""
+    if parent:
+        start = min((r.info.start_time for r in runs if r.info.start_time), default=None)
+        if start:
+            when = f", started {dt.datetime.fromtimestamp(start / 1000, dt.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    order = {lab: i for i, (_, members) in enumerate(plots.legend_entries({lab: None for lab in labels.values()},
+                                                                          merge=False)[1]) for lab in members}
+    ordered = sorted(runs, key=lambda r: (order.get(labels[r.info.run_id], len(order)), r.info.run_id))
+    png = base64.b64encode(figure.read_bytes()).decode("ascii")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_esc(name)} — cdpbench report</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{_esc(name)}</h1>",
+        f'<p class="meta">{len(runs)} runs{_esc(when)} · MLflow experiment {_esc(experiment)}: '
+        f'<a href="{_esc(ui_link(uri, experiment))}">the runs list</a>'
+        + (f' · <a href="{_esc(ui_link(uri, experiment, parent))}">the sweep\'s parent run</a>' if parent else "")
+        + f"{served}</p>",
+        f'<p class="meta">drawn by <code>{_esc(command)}</code><br>{_esc(note)}</p>',
+        "<h2>Figure</h2>",
+        f'<figure><img alt="{_esc(figure.stem)}" src="data:image/png;base64,{png}">',
+        f"<figcaption>{_esc(figure.name)}; its data: {_esc(figure.with_suffix('.csv').name)}; also as "
+        f"{_esc(figure.with_suffix('.pdf').name)} and {_esc(figure.with_suffix('.svg').name)}</figcaption></figure>",
+    ]
+    for table in tables:
+        if table.suffix == ".csv" and table.exists():
+            parts += [f"<h2>Table: {_esc(table.stem)}</h2>", _html_table(pd.read_csv(table))]
+    rank = {r.info.run_id: i for i, r in enumerate(ordered)}
+    shown = summary.assign(_rank=summary["run_id"].map(rank)).sort_values("_rank", kind="stable")
+    parts += ["<h2>Runs: mean of each metric over releases</h2>",
+              _html_table(shown.drop(columns=["_rank", "run_id"]), anchors=[f"run-{i}" for i in shown["run_id"]])]
+    parts.append("<h2>Runs: configuration and MLflow link</h2>")
+    for r in ordered:
+        rid = r.info.run_id
+        params = sorted(r.data.params.items())
+        overrides = r.data.tags.get("cdpbench.overrides")
+        status = r.info.status
+        parts += [
+            f'<h3 id="run-{_esc(rid)}">{_esc(labels[rid])}</h3>',
+            "<table>",
+            f"<tr><th>run</th><td>{_esc(r.info.run_name or '')}</td></tr>",
+            f'<tr><th>status</th><td class="status-{_esc(status)}">{_esc(status)}</td></tr>',
+            f'<tr><th>MLflow</th><td><a href="{_esc(ui_link(uri, r.info.experiment_id, rid))}">run {_esc(rid)}</a></td></tr>',
+            *([f"<tr><th>overrides</th><td><code>{_esc(overrides)}</code></td></tr>"] if overrides else []),
+            "</table>",
+            f"<details><summary>{len(params)} parameters</summary>",
+            _html_table(pd.DataFrame(params, columns=["parameter", "value"])),
+            "</details>",
+        ]
+    parts += ["</body>", "</html>", ""]
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
 
 
 def _selected(args):
@@ -289,15 +466,15 @@ def _matrix_report(runs, histories, labels, args, out: Path, name: str):
         vals = [float(histories[r.info.run_id][key].mean()) for r in g if key in histories[r.info.run_id]]
         return float(np.mean(vals)) if vals else float("nan")
 
-    rows = sorted(groups)
+    rows = [lab for _, members in plots.legend_entries(dict.fromkeys(groups), merge=False)[1] for lab in members]
     cells = pd.DataFrame([[mean_of(f"{a}.{metric}", groups[r]) for a in attackers] for r in rows], index=rows, columns=attackers)
     util = pd.DataFrame([[mean_of(u, groups[r]) for u in utility] for r in rows], index=rows, columns=utility)
     util = util.loc[:, util.notna().any()]
     stem = out / f"matrix_{metric}"
     png = plots.matrix_plot(cells, util, metric, Path(f"{stem}.png"), title=f"attack matrix: {metric} — {name}")
     data = cells.stack(future_stack=True).rename("value").reset_index()
-    data.columns = ["defence", "attacker", metric]
-    table = pd.concat([cells, util], axis=1).reset_index(names="defence")
+    data.columns = ["defense", "attacker", metric]
+    table = pd.concat([cells, util], axis=1).reset_index(names="defense")
     tables = [Path(f"{stem}_table{ext}") for ext in (".csv", ".md", ".tex")]
     table.to_csv(tables[0], index=False)
     shown = table.copy()
@@ -324,11 +501,13 @@ def _seed_report(groups, histories, args, out: Path, metric_file: str, name: str
             return key if key in hist else None
 
         for label, b in repetitions.bands(groups, histories, pick).items():
+            if args.scale is not None:  # the figure and its data in the unit asked for (the tables keep the metric's)
+                b = b.assign(**{col: b[col] * args.scale for col in ("mean", "low", "high")})
             bands[label + (f" [{key}]" if len(keys) > 1 else "")] = b
         table = repetitions.summary(groups, histories, pick, args.baseline)
         tables += repetitions.write_tables(table, key, out / f"seeds_{key.replace('/', '_')}")
     n = max(len(g) for g in groups.values())
-    png = plots.band_plot(bands, args.metric, out / f"{metric_file}.png",
+    png = plots.band_plot(bands, f"{args.ylabel or args.metric} (mean over seeds, 95% CI)", out / f"{metric_file}.png",
                           title=f"{args.metric} against release: mean of {n} seeds, 95% bootstrap band — {name}")
     data = pd.concat([b.reset_index(names="release").assign(series=lab) for lab, b in sorted(bands.items())],
                      ignore_index=True)[["series", "release", "mean", "low", "high", "n"]]
@@ -472,12 +651,7 @@ def _short_config_labels(keys: list[str]) -> dict[str, str]:
 
 
 def _select_runs(c, args):
-    exp_ids = [e.experiment_id for e in c.search_experiments()]
-    if args.experiment:
-        exp = c.get_experiment_by_name(args.experiment)
-        if exp is None:
-            raise CdpbenchError(f"no MLflow experiment named {args.experiment!r}; have: {[e.name for e in c.search_experiments()]}")
-        exp_ids = [exp.experiment_id]
+    exp_ids = experiment_ids(c, args.experiment)
     if args.all_runs:
         if not args.experiment:
             raise CdpbenchError("--all-runs needs --experiment NAME")
@@ -485,22 +659,65 @@ def _select_runs(c, args):
         if not runs:
             raise CdpbenchError(f"experiment {args.experiment!r} has no runs")
         return None, runs, args.experiment
-    if args.parent:
-        parent = args.parent
+    return sweep_runs(c, exp_ids, args.parent)
+
+
+def experiment_ids(c, experiment: str | None = None) -> list[str]:
+    """The id of the MLflow experiment named ``experiment`` (a one-line error naming the
+    experiments there are when there is none), else the ids of every experiment."""
+    if not experiment:
+        return [e.experiment_id for e in c.search_experiments()]
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        raise CdpbenchError(f"no MLflow experiment named {experiment!r}; have: {[e.name for e in c.search_experiments()]}")
+    return [exp.experiment_id]
+
+
+def sweep_runs(c, exp_ids: list[str], parent: str | None = None, preset: str | None = None):
+    """``(parent, runs, name)``: the job runs of the sweep whose parent run is ``parent`` (its
+    children and the runs it skipped as already FINISHED), else of the latest sweep in the
+    experiments ``exp_ids`` (:func:`latest_sweep`, of ``preset`` when given); ``name`` is the
+    parent run's name."""
+    if parent:
         try:
             exp_ids = [c.get_run(parent).info.experiment_id]
         except Exception:
             raise CdpbenchError(f"no MLflow run with id {parent!r} in {tracking.redact_uri(c.tracking_uri)}") from None
     else:
-        sweeps = c.search_runs(exp_ids, filter_string="tags.`cdpbench.kind` = 'sweep'", order_by=["attributes.start_time DESC"], max_results=1)
-        if not sweeps:
-            raise CdpbenchError(f"no sweep found in {tracking.redact_uri(c.tracking_uri)}; run one with `cdpbench -m ...` first")
-        parent = sweeps[0].info.run_id
+        parent = latest_sweep(c, exp_ids, preset)
     runs = c.search_runs(exp_ids, filter_string=f"tags.mlflow.parentRunId = '{parent}'", max_results=5000)
     runs += _skipped_runs(c, parent)
     if not runs:
         raise CdpbenchError(f"sweep {parent} has no child runs")
     return parent, runs, c.get_run(parent).info.run_name or parent
+
+
+def latest_sweep(c, exp_ids: list[str], preset: str | None = None) -> str:
+    """The parent run id of the sweep started last in the experiments ``exp_ids``; with
+    ``preset``, of the last sweep of that preset (the ``+experiment=PRESET`` of its command line,
+    tag ``cdpbench.overrides``; tag ``cdpbench.preset`` where the parent run has it)."""
+    where = "tags.`cdpbench.kind` = 'sweep'"
+    if preset:  # LIKE narrows the search ('_' matches any character there): the preset is compared below
+        where += f" and tags.`cdpbench.overrides` LIKE '%experiment={preset.replace(chr(39), '')}%'"
+    sweeps = c.search_runs(exp_ids, filter_string=where, order_by=["attributes.start_time DESC"],
+                           max_results=1 if not preset else 200)
+    if preset:
+        sweeps = [s for s in sweeps if _sweep_preset(s.data.tags) == preset]
+    if not sweeps:
+        of = f" of preset {preset!r}" if preset else ""
+        command = f"cdpbench -m +experiment={preset}" if preset else "cdpbench -m ..."
+        raise CdpbenchError(f"no sweep{of} found in {tracking.redact_uri(c.tracking_uri)}; run one with `{command}` first")
+    return sweeps[0].info.run_id
+
+
+def _sweep_preset(tags: dict[str, str]) -> str | None:
+    """The preset a sweep's parent run ran: its tag ``cdpbench.preset``, else the last
+    ``+experiment=`` of its command line (tag ``cdpbench.overrides``)."""
+    if tags.get("cdpbench.preset"):
+        return tags["cdpbench.preset"]
+    values = [t.partition("=")[2] for t in tags.get("cdpbench.overrides", "").split()
+              if t.lstrip("+").partition("=")[0] == "experiment"]
+    return values[-1] if values else None
 
 
 def _skipped_runs(c, parent: str) -> list:
