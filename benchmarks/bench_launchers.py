@@ -4,7 +4,7 @@ launcher's fixed start-up cost.
 Whole processes (`cdpbench -m ...`), each in a fresh folder with its own SQLite store, `--rerun`
 so nothing is skipped:
 
-* the quickstart grid (9 jobs) through `joblib` (n_jobs=2), `ray` (a local Ray instance started
+* the quickstart grid (5 jobs) through `joblib` (n_jobs=2), `ray` (a local Ray instance started
   by the launcher) and `submitit_local`: wall time and jobs per minute;
 * a 1-job sweep (the grid narrowed to k_anonymity, k=2) through each launcher and `basic` (in the
   launching process): the launcher's fixed cost is its time minus basic's.

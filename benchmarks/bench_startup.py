@@ -77,7 +77,7 @@ def main() -> None:
                     serial.append(wall([*grid, *extra, "hydra.launcher.n_jobs=1"], scratch))
                     parallel.append(wall([*grid, *extra, "hydra.launcher.n_jobs=2"], scratch))
                 s1, s2 = statistics.median(serial), statistics.median(parallel)
-                print(f"  quickstart sweep (9 jobs) {label:24s} n_jobs=1 {s1:5.1f} s, n_jobs=2 {s2:5.1f} s: "
+                print(f"  quickstart sweep (5 jobs) {label:24s} n_jobs=1 {s1:5.1f} s, n_jobs=2 {s2:5.1f} s: "
                       f"x{s1 / s2:.2f} (target >= 1.6; medians of {REPEAT})")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

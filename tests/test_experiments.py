@@ -14,7 +14,7 @@ from cdpbench.registry import register_configs
 
 PRESETS = sorted(preset_names())  # standalone presets; folders of options (js_reduce/method, ...) are not
 GRIDS = {
-    "quickstart": {"privacy_model": 3, "privacy_model.k": 3},
+    "quickstart": {"+experiment/quickstart/defense": 5},
     "js_reduce/fig4": {"+experiment/js_reduce/method": 4},
     "js_reduce/fig5": {"knowledge": 3},
     "js_reduce/fig6": {"+experiment/js_reduce/method": 4},

@@ -56,6 +56,24 @@ def test_experiments_lists_a_third_partys_presets_with_their_distribution(tmp_pa
     assert "quickstart" in lines  # the lab's own: no owner shown
 
 
+def test_experiments_keeps_a_presets_lists_as_lines():
+    """A comment's indented list (matrix/churn's defenses and attackers) stays one item a line; running
+    comment lines are joined into a paragraph and wrapped."""
+    from cdpbench.experiments_cmd import experiments_lines
+
+    lines = experiments_lines()
+    at = lines.index("matrix/churn")
+    block = lines[at + 1: lines.index("", at)]
+    assert block[0].startswith("    The attack matrix on Adult churn (attack-matrix issue): the invariance family")
+    assert any(line.startswith("      defenses: ") for line in block)
+    assert any(line.startswith("      attackers: ") for line in block)
+    (defenses,) = [i for i, line in enumerate(block) if line.startswith("      defenses: ")]
+    assert block[defenses + 1].strip() == "distinct 2-diversity"  # the item's own continuation line, not the next paragraph
+    quick = lines[lines.index("quickstart") + 1: lines.index("", lines.index("quickstart"))]
+    assert "      snapshot defenses      Mondrian + 4-anonymity, Mondrian + distinct 4-diversity" in quick
+    assert quick[-2].startswith("    run:     cdpbench -m +experiment=quickstart")
+
+
 def test_a_third_partys_preset_sweeps_on_a_launcher_with_workers(tmp_path):
     """joblib's workers compose each job themselves: the preset source reaches them."""
     proc = run(tmp_path, "-m", "+experiment=thirdparty/demo", "tracking.enabled=false", "hydra/launcher=joblib",

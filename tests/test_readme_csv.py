@@ -23,6 +23,14 @@ def readme_files() -> dict[str, str]:
     return dict(re.findall(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", readme_section(), re.S))
 
 
+def test_every_example_file_is_named_where_a_reader_sees_it():
+    """The ``<!-- file: -->`` markers are invisible once the README is rendered: each file's name is
+    also written as text right above its block."""
+    section = readme_section()
+    for path in readme_files():
+        assert f"`{path}`:\n\n<!-- file: {path} -->" in section, path
+
+
 def readme_command() -> list[str]:
     return shlex.split(re.search(r"<!-- command -->\n```bash\n(.*?)\n```", readme_section(), re.S).group(1))
 

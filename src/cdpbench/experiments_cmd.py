@@ -40,7 +40,9 @@ def experiments_lines() -> list[str]:
              f"a plugin's shipped with it (entry-point group cdpbench.presets)"]
     for p in presets:
         lines += ["", p.name if p.owner == LAB else f"{p.name}   (from {p.owner})"]
-        lines += _wrap(p.description, "    ")
+        for text in p.description_lines:
+            body = text.lstrip()
+            lines += _wrap(body, "    " + " " * (len(text) - len(body)))
         lines.append(f"    run:     {run_command(p, everything)}")
         lines += [f"    report:  {c}" for c in p.commands if c.startswith("cdpbench report")]
     for group, options in groups.items():

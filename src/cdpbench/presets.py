@@ -135,6 +135,32 @@ class Preset:
         return out
 
     @cached_property
+    def description_lines(self) -> list[str]:
+        """The description as a reader laid it out: running comment lines joined into paragraphs,
+        a line indented further (a list: ``#   defenses: ...``) or following a line that ends
+        with ``:`` kept as its own line with its indentation."""
+        out: list[str] = []
+        joinable = False
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            if not line.lstrip().startswith("#"):
+                break
+            body = line.lstrip()[1:]
+            body = body[1:] if body.startswith(" ") else body
+            text = body.strip()
+            if not text or text.startswith("@package") or _is_command(text):
+                joinable = False
+                continue
+            indent = len(body) - len(body.lstrip())
+            if indent == 0 and joinable and out:
+                out[-1] += " " + text
+            else:
+                out.append(" " * indent + text)
+            joinable = indent == 0 and not text.endswith(":")
+        return out
+
+    @cached_property
     def data(self) -> dict:
         import yaml
 
