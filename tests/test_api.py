@@ -360,12 +360,15 @@ def test_a_backend_chosen_before_with_pyplot_is_put_back():
         return plt.get_backend()
 
     was = plt.get_backend()
+    fallback = matplotlib.rcParams["backend_fallback"]  # another test of this process may have set it (matplotlib.use)
     try:
         plt.switch_backend("svg")
+        matplotlib.rcParams["backend_fallback"] = True  # as a fresh session has it; matplotlib.use() sets it False
         assert selects_agg().lower() == "agg"
         assert plt.get_backend() == "svg" and matplotlib.rcParams["backend_fallback"] is True
     finally:
         plt.switch_backend(was)
+        matplotlib.rcParams["backend_fallback"] = fallback
 
 
 def test_the_issues_acceptance_command_after_a_sweep(in_store):

@@ -10,7 +10,6 @@ Debian's postgresql package installs them, or PATH) and the driver psycopg (cdpb
 to run as root: as root the cluster runs as the 'postgres' user (or 'nobody')."""
 
 import glob
-import json
 import os
 import pwd
 import shutil
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CDPBENCH, REPO, SMALL
-from test_server import free_port
+from test_server import check_sweeps_recorded, free_port
 
 PASSWORD = "s3cret-pg-Pw"  # the store URI's password: never printed, never on a command line
 
@@ -194,26 +193,7 @@ def test_eight_concurrent_jobs_lose_no_metric_on_postgresql(postgres, tmp_path, 
     # PGPASSWORD rather than in the URI (the other way to keep it off command lines)
     monkeypatch.setenv("PGPASSWORD", PASSWORD)
     c = mlflow_client(postgres.uri(password=False))
-    counted = 0
-    for name in ("a", "b"):
-        records = sorted((tmp_path / "outputs" / "multirun" / name).glob("*/run.json"))
-        assert len(records) == 4, name
-        for f in records:
-            rec = json.loads(f.read_text())
-            run_id = (f.parent / "mlflow_run_id").read_text()
-            run = c.get_run(run_id)
-            assert run.info.status == "FINISHED"
-            assert c.get_experiment(run.info.experiment_id).name == name
-            want = {}
-            for step, _, row in rec["metrics"]:
-                for k, v in row.items():
-                    want.setdefault(k, []).append((step, v))
-            assert set(run.data.metrics) == set(want)
-            for k, points in want.items():
-                got = sorted((m.step, m.value) for m in c.get_metric_history(run_id, k))
-                assert got == sorted(points), (name, k)
-                counted += len(points)
-    assert counted >= 8 * 3 * 20  # 8 jobs x 3 releases x every metric
+    counted = check_sweeps_recorded(c, tmp_path / "outputs" / "multirun", ("a", "b"))
     assert not (tmp_path / "outputs" / "server" / "mlflow.db").exists()  # nothing went to a SQLite store
     print(f"PostgreSQL store: server up in {t_server:.1f} s, two sweeps of 4 jobs in {t_sweeps:.1f} s, "
           f"{counted} metric values checked")
