@@ -338,37 +338,14 @@ def test_import_cdpbench_stays_light_and_exports_the_api():
 
 
 def test_loading_keeps_the_sessions_matplotlib_backend(in_store):
-    """cdpbench's figures select matplotlib's Agg backend when imported: a notebook's (inline)
-    or a script's backend is put back, here when matplotlib is first imported by the call."""
+    """cdpbench's figures are files drawn without pyplot (cdpbench.plots): loading a sweep, which
+    imports them, leaves a notebook's (inline) or a script's backend as the session chose it."""
     code = "import cdpbench\ncdpbench.load_sweep()\nimport matplotlib.pyplot as plt\nprint(plt.get_backend())\n"
     env = {**_env(in_store.conf), "MPLBACKEND": "svg"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=in_store.root, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["svg"]
-
-
-def test_a_backend_chosen_before_with_pyplot_is_put_back():
-    import matplotlib
-    import matplotlib.pyplot as plt
-
-    from cdpbench.api import _keeps_matplotlib_backend
-
-    @_keeps_matplotlib_backend
-    def selects_agg():  # what importing cdpbench.plots does
-        matplotlib.use("Agg")
-        return plt.get_backend()
-
-    was = plt.get_backend()
-    fallback = matplotlib.rcParams["backend_fallback"]  # another test of this process may have set it (matplotlib.use)
-    try:
-        plt.switch_backend("svg")
-        matplotlib.rcParams["backend_fallback"] = True  # as a fresh session has it; matplotlib.use() sets it False
-        assert selects_agg().lower() == "agg"
-        assert plt.get_backend() == "svg" and matplotlib.rcParams["backend_fallback"] is True
-    finally:
-        plt.switch_backend(was)
-        matplotlib.rcParams["backend_fallback"] = fallback
 
 
 def test_the_issues_acceptance_command_after_a_sweep(in_store):

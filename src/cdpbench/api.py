@@ -23,7 +23,6 @@ Every import this module needs (pandas, MLflow, Hydra) is made inside the functi
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import re
@@ -42,41 +41,6 @@ __all__ = ["RunResult", "load_run", "load_sweep", "run"]
 #: the fixed columns of the tidy frames; the parameters' columns go between ``run_name`` and ``release``
 ID_COLUMNS = ("run", "run_name")
 VALUE_COLUMNS = ("release", "metric", "value")
-
-
-def _keeps_matplotlib_backend(function):
-    """Put matplotlib's backend back as it was (or as the session would have chosen it) once
-    ``function`` is over: cdpbench's figures are files, and importing :mod:`cdpbench.plots`
-    (``cdpbench report``'s, reached here through :mod:`cdpbench.report`) selects the Agg
-    backend, which would stop a notebook's figures from showing (inline, widget) and a script's
-    windows from opening."""
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        import sys
-
-        mpl = sys.modules.get("matplotlib")
-        before = (dict.__getitem__(mpl.rcParams, "backend"), mpl.rcParams["backend_fallback"]) if mpl else None
-        try:
-            return function(*args, **kwargs)
-        finally:
-            mpl = sys.modules.get("matplotlib")
-            if mpl is not None:
-                if before is None:  # first imported here: what the session's own import would have set
-                    before = (os.environ.get("MPLBACKEND") or dict.__getitem__(mpl.rcParamsOrig, "backend"),
-                              mpl.rcParamsOrig["backend_fallback"])
-                backend, fallback = before
-                if dict.__getitem__(mpl.rcParams, "backend") != backend:
-                    plt = sys.modules.get("matplotlib.pyplot")
-                    try:
-                        if plt is None:
-                            raise ImportError
-                        plt.switch_backend(backend)
-                    except Exception:  # noqa: BLE001 - pyplot not imported, or the backend cannot start now
-                        dict.__setitem__(mpl.rcParams, "backend", backend)
-                mpl.rcParams["backend_fallback"] = fallback
-
-    return wrapper
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -107,7 +71,6 @@ class RunResult:
         return out
 
 
-@_keeps_matplotlib_backend
 def run(overrides: list[str] | dict[str, Any] | str | None = None, *, experiment: str | None = None,
         tracking_uri: str | None = None) -> RunResult:
     """Run one config, as ``cdpbench OVERRIDES...`` runs it, and return its metrics.
@@ -240,7 +203,6 @@ def _hydra_state_restored():
 
 
 # ---------------------------------------------------------------------------------- load_sweep
-@_keeps_matplotlib_backend
 def load_sweep(which: str = "latest", *, experiment: str | None = None, preset: str | None = None,
                parent_id: str | None = None, tracking_uri: str | None = None) -> pd.DataFrame:
     """A sweep's metrics as one tidy frame: columns ``run`` (run id), ``run_name``, each
@@ -286,7 +248,6 @@ def load_sweep(which: str = "latest", *, experiment: str | None = None, preset: 
     return df
 
 
-@_keeps_matplotlib_backend
 def load_run(run_id: str, *, tracking_uri: str | None = None) -> pd.DataFrame:
     """One run's metrics, in the frame of :func:`load_sweep` (whatever its status)."""
     from . import tracking

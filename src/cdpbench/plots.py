@@ -1,4 +1,6 @@
-"""Plots drawn with matplotlib (Agg backend: no display needed). Report figures are written as
+"""Plots drawn with matplotlib, as files: on :class:`matplotlib.figure.Figure` objects, without
+pyplot, so no display is needed and the session's backend is left alone (a notebook that imports
+cdpbench keeps its inline figures). Report figures are written as
 PNG and, for papers, PDF and SVG beside it (:func:`save`).
 
 Legends (:func:`legend_entries`): a curve's label is what differs between the runs
@@ -16,16 +18,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
+from matplotlib.figure import Figure
 
 MAIN = ("gcp_norm", "rl_norm", "kl", "query_error_mean", "suppressed_fraction", "violations")
 BELIEF = ("gain_rho", "gain_g", "confidence")
 
 
 FORMATS = (".pdf", ".svg")  # written beside every report figure's PNG
+
+
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize=None, **kwargs):
+    """``pyplot.subplots`` on a figure of its own: drawn and saved with the canvas of the file's
+    format (Agg for PNG), never registered with pyplot, so nothing needs closing."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 #: the line :func:`save` writes under a figure: where its runs came from (report sets it)
@@ -42,7 +49,6 @@ def save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     for ext in FORMATS:
         fig.savefig(Path(path).with_suffix(ext), bbox_inches="tight")
-    plt.close(fig)
     return path
 
 
@@ -58,7 +64,7 @@ def release_plot(table: pd.DataFrame, path: Path, title: str = "") -> Path:
     keys = main_metrics(list(table.columns)) or list(table.columns[:6])
     ncols = 3
     nrows = (len(keys) + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 2.8 * nrows), squeeze=False, sharex=True)
+    fig, axes = subplots(nrows, ncols, figsize=(4 * ncols, 2.8 * nrows), squeeze=False, sharex=True)
     for ax, key in zip(axes.flat, keys):
         ax.plot(table.index, table[key], marker="o", ms=3)
         ax.set_title(key, fontsize=10)
@@ -71,7 +77,6 @@ def release_plot(table: pd.DataFrame, path: Path, title: str = "") -> Path:
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -225,7 +230,7 @@ def _draw_lines(ax, series: dict[str, pd.Series], entries: list[tuple[str, list[
                 diagonal: bool) -> None:
     """One line per legend entry (its first curve: the others are identical to it), styled by
     ``styles_of[entry text]``."""
-    cmap = plt.get_cmap("tab10")
+    cmap = matplotlib.colormaps["tab10"]
     drawn = []
     for text, members in entries:
         present = [m for m in members if m in series]
@@ -248,7 +253,7 @@ def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str
                diagonal: bool = False) -> Path:
     """One line per configuration: ``metric`` against release (or another x); ``diagonal``
     adds the line y = x. Identical lines are drawn once (:func:`legend_entries`)."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = subplots(figsize=(9, 5.5))
     legend_title, entries = legend_entries(series)
     _draw_lines(ax, series, entries, {text: i for i, (text, _) in enumerate(entries)}, diagonal)
     if xlabel == "release" and series:
@@ -272,7 +277,7 @@ def panels_plot(groups: dict[str, dict[str, pd.Series]], metric: str, path: Path
     styles_of = {text: i for i, (text, _) in enumerate(entries)}
     ncols = min(3, len(names))
     nrows = (len(names) + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
+    fig, axes = subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
     for ax, name in zip(axes.flat, names):
         _draw_lines(ax, groups[name], entries, styles_of, diagonal)
         ax.set_title(name, fontsize=10)
@@ -299,8 +304,8 @@ def panels_plot(groups: dict[str, dict[str, pd.Series]], metric: str, path: Path
 def scatter_plot(points: dict[str, tuple[pd.Series, pd.Series]], xlabel: str, ylabel: str, path: Path, title: str = "") -> Path:
     """One series of points per configuration (e.g. an R-U map: one point per release);
     configurations with the same points are drawn once."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    cmap = plt.get_cmap("tab10")
+    fig, ax = subplots(figsize=(9, 5.5))
+    cmap = matplotlib.colormaps["tab10"]
     legend_title, entries = legend_entries(points)
     for i, (text, members) in enumerate(entries):
         x, y = points[members[0]]
@@ -317,8 +322,8 @@ def band_plot(bands: dict[str, pd.DataFrame], metric: str, path: Path, title: st
     """One line per configuration, the mean over seeds against release, with its 95% confidence
     band (``bands[label]``: columns ``mean``, ``low``, ``high`` indexed by release); identical
     configurations drawn once. ``metric`` is the y axis's label."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    cmap = plt.get_cmap("tab10")
+    fig, ax = subplots(figsize=(9, 5.5))
+    cmap = matplotlib.colormaps["tab10"]
     legend_title, entries = legend_entries({lab: b[["mean", "low", "high"]] for lab, b in bands.items()})
     for i, (text, members) in enumerate(entries):
         b = bands[members[0]]
@@ -357,7 +362,7 @@ def matrix_plot(cells: pd.DataFrame, utility: pd.DataFrame, metric: str, path: P
     rows, cols = cells.shape
     extra = utility.shape[1]
     widths = [max(cols, 1)] + ([extra * 0.9] if extra else [])
-    fig, axes = plt.subplots(1, len(widths), figsize=(1.1 * cols + 1.2 * extra + 4, 0.45 * rows + 2.2), squeeze=False,
+    fig, axes = subplots(1, len(widths), figsize=(1.1 * cols + 1.2 * extra + 4, 0.45 * rows + 2.2), squeeze=False,
                              gridspec_kw={"width_ratios": widths})
     ax = axes[0][0]
     data = cells.to_numpy(dtype=float)
