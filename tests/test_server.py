@@ -24,23 +24,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_healthy(proc, url: str, kill, output, timeout: float = 120) -> None:
+    """Until the server ``proc`` answers OK on ``url/health``; if it ends or does not answer in
+    ``timeout`` seconds, ``kill()`` it and fail with its ``output()``."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.read() == b"OK":
+                    return
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                kill()
+                raise AssertionError(f"the server did not start: {output()}") from None
+            time.sleep(0.3)
+
+
 @pytest.fixture
 def server(tmp_path):
     port = free_port()
     proc = subprocess.Popen([str(CDPBENCH), "server", "--port", str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.read() == b"OK":
-                    break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise AssertionError(f"the server did not start: {proc.stderr.read()}") from None
-            time.sleep(0.3)
+    wait_until_healthy(proc, url, kill=proc.kill, output=proc.stderr.read)
     yield url
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)

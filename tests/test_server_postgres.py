@@ -17,13 +17,12 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from conftest import CDPBENCH, REPO, SMALL
-from test_server import check_sweeps_recorded, free_port
+from test_server import check_sweeps_recorded, free_port, wait_until_healthy
 
 PASSWORD = "s3cret-pg-Pw"  # the store URI's password: never printed, never on a command line
 
@@ -129,17 +128,9 @@ def start_server(cwd: Path, *args: str):
         proc = subprocess.Popen([str(CDPBENCH), "server", "--port", str(port), *args], cwd=cwd, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.read() == b"OK":
-                    return proc, url
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                stop_server(proc, signal.SIGKILL)
-                raise AssertionError(f"the server did not start: {(cwd / 'server.log').read_text()}") from None
-            time.sleep(0.3)
+    wait_until_healthy(proc, url, kill=lambda: stop_server(proc, signal.SIGKILL),
+                       output=lambda: (cwd / "server.log").read_text())
+    return proc, url
 
 
 def stop_server(proc, sig=signal.SIGTERM) -> None:
