@@ -53,7 +53,7 @@ run: $(STAMP)
 	$(BIN)/cdpbench -m +experiment=quickstart hydra/launcher=joblib
 	$(BIN)/cdpbench report --latest --metric intersection.gain_rho
 
-# Test files spread over the cores (pytest-xdist; at most 4 processes): 11.5 to 12.5 min on 2 cores here (1,861 tests).
+# Test files spread over the cores (pytest-xdist; at most 4 processes): 11.5 to 12.5 min on 2 cores here (about 1,860 tests).
 # A single file or test: $(BIN)/python -m pytest tests/test_x.py (serial).
 test: $(STAMP)
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
