@@ -227,9 +227,10 @@ def _marker(i: int) -> str:
 
 
 def _draw_lines(ax, series: dict[str, pd.Series], entries: list[tuple[str, list[str]]], styles_of: dict[str, int],
-                diagonal: bool) -> None:
+                diagonal: bool, release: bool = False) -> None:
     """One line per legend entry (its first curve: the others are identical to it), styled by
-    ``styles_of[entry text]``."""
+    ``styles_of[entry text]``; whole-number ticks (``release``: a release axis,
+    :func:`whole_number_ticks`)."""
     cmap = matplotlib.colormaps["tab10"]
     drawn = []
     for text, members in entries:
@@ -245,7 +246,7 @@ def _draw_lines(ax, series: dict[str, pd.Series], entries: list[tuple[str, list[
         lo, hi = float(xs.min()), float(xs.max())
         ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1, label="y = x")
     if drawn:
-        whole_number_ticks(ax, pd.concat(drawn).index)
+        whole_number_ticks(ax, pd.concat(drawn).index, release=release)
     ax.grid(alpha=0.3)
 
 
@@ -255,9 +256,8 @@ def lines_plot(series: dict[str, pd.Series], metric: str, path: Path, title: str
     adds the line y = x. Identical lines are drawn once (:func:`legend_entries`)."""
     fig, ax = subplots(figsize=(9, 5.5))
     legend_title, entries = legend_entries(series)
-    _draw_lines(ax, series, entries, {text: i for i, (text, _) in enumerate(entries)}, diagonal)
-    if xlabel == "release" and series:
-        whole_number_ticks(ax, pd.concat(list(series.values())).index, release=True)
+    _draw_lines(ax, series, entries, {text: i for i, (text, _) in enumerate(entries)}, diagonal,
+                release=xlabel == "release")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} against release")

@@ -225,12 +225,18 @@ def _esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
+def ui_page(experiment_id: str, run_id: str | None = None) -> str:
+    """The MLflow UI page of an experiment's runs list, or of one run (``#/experiments/ID`` alone
+    opens MLflow 3's GenAI overview, not the runs)."""
+    return f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+
+
 def ui_link(uri: str, experiment_id: str, run_id: str | None = None) -> str:
     """The MLflow UI address of an experiment's runs list (or of one run): the tracking server's
     own address without its credentials, else the address ``mlflow ui`` serves a local store on."""
     from urllib.parse import urlsplit
 
-    page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    page = ui_page(experiment_id, run_id)
     if uri.startswith(("http://", "https://")):
         parts = urlsplit(uri)
         host = parts.netloc.rpartition("@")[2]
@@ -536,12 +542,11 @@ def browse_hint(uri: str, experiment_id: str, run_id: str | None = None) -> str:
     the runs), or the run ``run_id``. Credentials in the URI are shown as ``***``
     (:func:`cdpbench.tracking.redact_uri`)."""
     uri = tracking.redact_uri(uri)
-    page = f"#/experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
     if uri.startswith(("http://", "https://")):
-        return f"{uri.rstrip('/')}/{page}"
+        return f"{uri.rstrip('/')}/{ui_page(experiment_id, run_id)}"
     mlflow_cmd = Path(sys.executable).parent / "mlflow"
     mlflow_cmd = str(mlflow_cmd) if mlflow_cmd.exists() else "mlflow"
-    return f"{mlflow_cmd} ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000/{page})"
+    return f"{mlflow_cmd} ui --backend-store-uri {uri}   (then open {ui_link(uri, experiment_id, run_id)})"
 
 
 def _finished(runs: list, name: str) -> list:
