@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +89,6 @@ def run(overrides: list[str] | dict[str, Any] | str | None = None, *, experiment
     from . import cli, launch, tracking
     from .presets import conf_dir
     from .record import RECORD_FILE, RECORDED_FILE, RunRecord
-    from .recorder import Recorder
 
     argv = _overrides(overrides)
     if experiment is not None:
@@ -99,10 +97,7 @@ def run(overrides: list[str] | dict[str, Any] | str | None = None, *, experiment
         argv.append(f"tracking.experiment={launch.quote(str(experiment))}")
     with _store_uri(tracking_uri), _hydra_state_restored():
         tracking.install_log_redaction()
-        untracked = any(re.fullmatch(r"\+{0,2}tracking\.enabled=(false|False)", a) for a in argv)
-        # as the command line does: the recorder imports MLflow while the config is checked
-        recorder = None if untracked else Recorder()
-        try:
+        with cli.started_recorder(argv) as recorder:  # as the command line does
             cli.check_plugin_overrides(argv)
             hydra = launch.hydra_instance(conf_dir())
             plan = launch.prepare(hydra, argv, multirun=False)
@@ -110,9 +105,6 @@ def run(overrides: list[str] | dict[str, Any] | str | None = None, *, experiment
                 raise ConfigError("run: this config is a sweep (its preset sets hydra.mode=MULTIRUN); run it with "
                                   "`cdpbench -m ...` and read it with load_sweep()")
             cli.run_single(hydra, plan, recorder)
-        finally:
-            if recorder is not None and recorder.proc.returncode is None:
-                recorder.cancel()
     folder = Path.cwd() / plan.output_dir
     record = RunRecord.read(folder / RECORD_FILE)
     recorded = folder / RECORDED_FILE

@@ -15,6 +15,7 @@ owns the sweep's parent run and ends it, with the list of failed jobs and a non-
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -167,7 +168,6 @@ def _skipped_lines(skipped: list[dict], folder: Path, launch: str | None) -> lis
 
 
 def run_hydra(argv: list[str]) -> int:
-    from .recorder import Recorder
     from .tracking import install_log_redaction
 
     install_log_redaction()  # Hydra's launchers log every job's overrides
@@ -184,10 +184,21 @@ def run_hydra(argv: list[str]) -> int:
         raise CdpbenchError(f"{RERUN_FLAG} runs every job again, {REUSE_OLD_CODE_FLAG} skips more: give one of them")
     argv = [a for a in argv if a not in (RERUN_FLAG, LARGE_GRID_FLAG, REUSE_OLD_CODE_FLAG)]
     read_only = any(a.split("=")[0] in ("--hydra-help", "--cfg", "-c", "--info", "-i", "--help", "-h") for a in argv)
+    with started_recorder(argv, read_only) as recorder:
+        return _run_checked(argv, recorder, rerun, large_grid, reuse_old_code)
+
+
+@contextlib.contextmanager
+def started_recorder(argv: list[str], read_only: bool = False):
+    """The recorder process, started before the command is checked so that it imports MLflow
+    meanwhile (None for a read-only command or with ``tracking.enabled=false``); let go at the
+    end unless the run opened it (:class:`cdpbench.recorder.Recorder`)."""
+    from .recorder import Recorder
+
     untracked = any(re.fullmatch(r"\+{0,2}tracking\.enabled=(false|False)", a) for a in argv)
     recorder = None if read_only or untracked else Recorder()
     try:
-        return _run_checked(argv, recorder, rerun, large_grid, reuse_old_code)
+        yield recorder
     finally:
         if recorder is not None and recorder.proc.returncode is None:
             recorder.cancel()
