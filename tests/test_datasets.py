@@ -122,7 +122,7 @@ def test_registry_creates_the_three_data_sets():
     assert isinstance(reg.create("dataset", "churn", {"releases": 2}), Churn)
     with pytest.raises(ConfigError, match="releases must be an integer >= 1"):
         reg.create("dataset", "adult", {"releases": 0})
-    with pytest.raises(ConfigError, match=r"base must be one of \['adult'\] \(got 'census'\)"):
+    with pytest.raises(ConfigError, match=r"base must be one of \['adult', 'synthetic'\] \(got 'census'\)"):
         reg.create("dataset", "churn", {"base": "census"})
 
 
@@ -481,3 +481,45 @@ def test_csv_check_reads_every_release_before_the_run(tmp_path):
     frames[1].to_csv(paths[2], index=False)  # nothing new, nothing dropped: fine
     assert cumulative.check() is None
     assert [len(r) for r in cumulative.releases(np.random.default_rng(0))] == [3, 4, 4]
+
+
+# ---------------------------------------------------------------------------- churn at any size
+def test_churn_over_a_synthetic_base_runs_past_adults_size_and_is_the_same_per_seed():
+    from cdpbench.datasets.adult import load_adult
+
+    params = ChurnParams(base="synthetic", releases=3, initial=40_000, deletions=3_500, insertions=4_000,
+                         updates=1_000, reinsertions=1_000, qi=["age", "sex", "zip"])
+    rs = list(Churn(params).releases(np.random.default_rng(7)))
+    again = list(Churn(params).releases(np.random.default_rng(7)))
+    other = list(Churn(params).releases(np.random.default_rng(8)))
+    # the plan's sizes: 40,000 (> Adult's 30,162), then - 3,500 + 4,000 (+ 1,000 re-inserted from release 3)
+    assert [len(r) for r in rs] == [40_000, 40_500, 42_000] == list(plan_churn(48_000, **{
+        k: getattr(params, k) for k in ("initial", "deletions", "insertions", "updates", "reinsertions", "releases")
+    }).sizes)
+    for a, b in zip(rs, again):
+        assert np.array_equal(a.respondent, b.respondent) and np.array_equal(a.qi, b.qi)
+        assert np.array_equal(a.sensitive, b.sensitive)
+    assert not np.array_equal(rs[0].qi, other[0].qi)
+    # respondent ids are positions in the 48,000-row base (40,000 + 2 x 4,000 insertions)
+    assert rs[-1].respondent.max() < 48_000 and len(set().union(*(ids(r) for r in rs))) == 48_000
+    # every record is an Adult row: its (age, sex) pair occurs in Adult; the zip is the respondent's own
+    adult = load_adult()
+    pairs = set(zip(adult["age"], adult["sex"]))
+    sex = rs[0].schema.qi[1].taxonomy.leaves
+    assert all((int(a), sex[int(s)]) in pairs for a, s in rs[0].qi[:2_000, :2])
+    from cdpbench.datasets.zipcodes import synthetic_zips
+
+    zips = rs[0].schema.qi[2].taxonomy.leaves
+    assert [zips[int(z)] for z in rs[0].qi[:500, 2]] == list(synthetic_zips(rs[0].respondent[:500]))
+    # the sensitive values follow Adult's: the shares of the 14 occupations within 1.5 points
+    share = np.bincount(rs[0].sensitive, minlength=rs[0].n_values) / len(rs[0])
+    values = list(rs[0].schema.sensitive.values)
+    adult_share = adult["occupation"].map(values.index).value_counts(normalize=True).reindex(range(len(values)),
+                                                                                              fill_value=0)
+    assert np.abs(share - adult_share.to_numpy()).max() < 0.015
+
+
+def test_churn_synthetic_base_keeps_the_checks_of_the_process():
+    with pytest.raises(DataError, match="release 2: deletions=60 exceed the 50 records of release 1"):
+        list(Churn(ChurnParams(base="synthetic", releases=2, initial=50, deletions=60, insertions=0, updates=0,
+                               reinsertions=0)).releases(np.random.default_rng(0)))

@@ -26,17 +26,25 @@ import numpy as np
 from ..data import Release
 from ..errors import require
 from ..plugin import Dataset
-from .adult import QI_COLUMNS, adult_churn, check_adult_columns, check_counts
+from .adult import QI_COLUMNS, adult_churn, adult_schema, check_adult_columns, check_counts
 from .churn_process import ChurnPlan, churn_process, plan_churn  # noqa: F401 - re-exported
+from .synthetic import synthetic_adult
 
 
 # ---------------------------------------------------------------------------- the scenario
-BASES: tuple[str, ...] = ("adult",)
+BASES: tuple[str, ...] = ("adult", "synthetic")
 
 
 @dataclass
 class ChurnParams:
-    base: str = field(default="adult", metadata={"help": f"base table the releases are drawn from; one of {list(BASES)}"})
+    base: str = field(
+        default="adult",
+        metadata={
+            "help": f"base table the releases are drawn from; one of {list(BASES)}: 'adult' = UCI Adult's 30,162 "
+            "complete rows; 'synthetic' = exactly the rows the process uses (initial + (releases-1) x insertions), "
+            "each drawn with replacement from Adult's rows by the run's seed (any size; not UCI data)"
+        },
+    )
     releases: int = field(default=20, metadata={"help": "number of releases T (>= 1)"})
     initial: int = field(default=10_000, metadata={"help": "records in the first release |T1| (>= 1)"})
     deletions: int = field(default=875, metadata={"help": "records of T(i-1) deleted at each later release (>= 0)"})
@@ -90,5 +98,27 @@ class Churn(Dataset):
         release). The paper's own counts run with ``releases=7`` (and ``initial >= 4,500``).
         Adult has no zip code: the QIs default to age, sex, education; ``qi=[age, sex, zip]``
         uses the synthetic ``zip`` (see the module docstring) for the paper's age, gender, zip code.
+
+        ``base=synthetic`` runs the same process at any size: the base table is exactly the
+        ``initial + (releases - 1) * insertions`` rows the process uses, each a uniformly drawn
+        Adult row (:func:`~cdpbench.datasets.synthetic.synthetic_adult`), drawn from ``rng`` before
+        the first release.
         """
-        return adult_churn(self.params, rng, reinsertions=self.params.reinsertions, name="base table 'adult'")
+        p = self.params
+        if p.base == "adult":
+            return adult_churn(p, rng, reinsertions=p.reinsertions, name="base table 'adult'")
+        schema = adult_schema(p.qi, p.sensitive)
+        rows = p.initial + (p.releases - 1) * p.insertions
+        base = synthetic_adult(rows, [*p.qi, p.sensitive], rng)
+        return churn_process(
+            base,
+            schema,
+            initial=p.initial,
+            deletions=p.deletions,
+            insertions=p.insertions,
+            updates=p.updates,
+            reinsertions=p.reinsertions,
+            releases=p.releases,
+            rng=rng,
+            name="the synthetic base table",
+        )
