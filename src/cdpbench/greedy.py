@@ -16,6 +16,7 @@ group"; this module holds the pieces they share:
   never more than :data:`BATCH_RECORDS` records a call (:func:`largest_fitting`);
 * :func:`prefix_judge` and :func:`smallest_accepted_prefix_running` — the same loop through the
   model's running-sum judgment of every prefix (``GroupExtension.accepts_prefixes``);
+  :func:`smallest_accepted_prefixes` — that loop from many starts at once (one judgment for all);
 * :func:`extension_over` — the model's running statistics over the closed groups;
 * :func:`merge_leftovers` and :func:`merge_leftovers_extension` — each leftover, in order, into
   the nearest group (the caller's distance and tie rule) that the model accepts with it, else
@@ -139,6 +140,58 @@ def smallest_accepted_prefix_running(
             break
         hi = min(2 * hi, remaining)
     return 0
+
+
+def smallest_accepted_prefixes(
+    order: np.ndarray,
+    starts: np.ndarray,
+    limits: np.ndarray,
+    prefixes: PrefixJudge,
+    stats: dict,
+    *,
+    most: int,
+    first: int = FIRST_PREFIXES,
+    budget: int = BATCH_RECORDS,
+) -> np.ndarray:
+    """The papers' loop from many starts at once: for each ``starts[i]`` the smallest size
+    ``L <= limits[i]`` such that the model accepts ``order[starts[i] : starts[i] + L]`` (what
+    :func:`smallest_accepted_prefix_running` returns from that start on ``order`` cut after
+    ``starts[i] + limits[i]`` records), 0 when no such size is accepted, or -1 when none of the
+    sizes ``1..most`` is accepted and ``limits[i] > most`` (undecided: the caller asks the
+    one-start search, or does without).
+
+    The sizes ``1..hi`` of every start still open are judged in one ``[B, hi]`` prefix judgment
+    (``prefixes``, from :func:`prefix_judge`), ``hi`` starting at ``min(first, most)`` and doubling
+    up to ``most``; a start's row of the judgment is cut at its own limit (the records past it, or
+    past the end of ``order``, fill the row's tail and are never read: a prefix's running sums
+    depend on its own records only), and one call holds at most ``budget`` records. Each call adds
+    one to ``stats["accepts_calls"]``. The smallest accepted size does not depend on the batching,
+    so the answers are :func:`smallest_accepted_prefix_running`'s, bit for bit."""
+    order = np.asarray(order, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    limits = np.minimum(np.asarray(limits, dtype=np.int64), len(order) - starts)
+    sizes = np.full(len(starts), -1, dtype=np.int64)
+    open_ = np.arange(len(starts), dtype=np.int64)
+    hi = max(1, min(first, most))
+    while len(open_):
+        width = np.minimum(hi, limits[open_])  # sizes judged from each open start this round
+        L = int(width.max())
+        offsets = np.arange(L, dtype=np.int64)
+        per_call = max(1, budget // L)
+        for lo in range(0, len(open_), per_call):
+            chunk = open_[lo : lo + per_call]
+            rows = order[np.minimum(starts[chunk, None] + offsets[None, :], len(order) - 1)]
+            stats["accepts_calls"] += 1
+            ok = np.asarray(prefixes(rows), dtype=bool) & (offsets[None, :] < width[lo : lo + per_call, None])
+            hit = ok.any(axis=1)
+            sizes[chunk[hit]] = np.argmax(ok[hit], axis=1) + 1
+        closed = sizes[open_] > 0
+        sizes[open_[~closed & (width >= limits[open_])]] = 0  # every size up to the limit judged: none accepted
+        open_ = open_[sizes[open_] < 0]
+        if hi >= most:
+            break
+        hi = min(2 * hi, most)
+    return sizes
 
 
 # ---------------------------------------------------------------------------- the leftovers

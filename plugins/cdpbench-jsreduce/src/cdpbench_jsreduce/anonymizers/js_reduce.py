@@ -38,8 +38,12 @@ size — exactly the group the record-by-record loop would close, with about one
 Large windows are split so that one call never holds more than ``cdpbench.greedy.BATCH_RECORDS``
 records (the scan and the merge are the core's :mod:`cdpbench.greedy`, shared with BKAA).
 When the privacy model offers prefix judgments (``GroupExtension.accepts_prefixes``: running
-sums along the order restarted at each start, the same floats as ``accepts``), the scan and the
-search past a stuck start ask those instead, judging every prefix of many starts in one step.
+sums along the order restarted at each start, the same floats as ``accepts``), the scan asks
+those instead, for many starts in one step: the starts are guessed by chains of the scan begun
+every few hundred records and advanced together, and the scan from the first record reads the
+sizes they judged (:func:`_greedy_starts_running`; the same groups). The merge then keeps the
+model's running statistics over the groups near the leftovers only, with more groups when a
+placement cannot be proven to be the one over all groups (:func:`_merge_leftovers_near`).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from cdpbench.greedy import (
     prefix_judge,
     smallest_accepted_prefix,
     smallest_accepted_prefix_running,
+    smallest_accepted_prefixes,
 )
 from cdpbench.plugin import Anonymizer, GroupExtension, PublishContext
 
@@ -168,7 +173,7 @@ def hilbert_order(release: Release, cache: dict | None = None) -> np.ndarray:
     # levels (a 2-valued QI left at 0/1 would sit inside one cell and almost every group would mix it)
     span = (1 << bits) - 1
     coords = np.where(top > 0, coords * span // np.maximum(top, 1), 0)
-    combos, inverse = np.unique(coords, axis=0, return_inverse=True)
+    combos, inverse = _unique_points(coords, bits)
     known = {} if cache is None else cache.setdefault((bits, d), {})
     points = [tuple(c) for c in combos.tolist()]
     new = [p for p in points if p not in known]
@@ -178,6 +183,21 @@ def hilbert_order(release: Release, cache: dict | None = None) -> np.ndarray:
     rank = np.empty(len(combos), dtype=np.int64)
     rank[sorted(range(len(combos)), key=distance.__getitem__)] = np.arange(len(combos))
     return np.argsort(rank[inverse.reshape(-1)], kind="stable").astype(np.int64)
+
+
+def _unique_points(coords: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(coords, axis=0, return_inverse=True)`` for ``[n, d]`` coordinates below
+    ``2^bits``: the distinct points in lexicographic order and each record's point. When a point
+    fits in 63 bits its columns are packed into one integer key (column 0 highest, so the keys
+    sort as the points do) and the keys are made unique: a sort of n integers instead of n rows."""
+    n, d = coords.shape
+    if bits * d > 63:
+        combos, inverse = np.unique(coords, axis=0, return_inverse=True)
+        return combos, inverse.reshape(-1)
+    shift = bits * np.arange(d - 1, -1, -1, dtype=np.int64)
+    keys, inverse = np.unique((coords << shift).sum(axis=1), return_inverse=True)
+    combos = (keys[:, None] >> shift) & ((1 << bits) - 1)
+    return combos, inverse.reshape(-1)
 
 
 # ---------------------------------------------------------------------------- greedy grouping
@@ -204,27 +224,48 @@ def greedy_partition(
     members: list[np.ndarray] = []  # the rows of each group, in order of creation
     aside: list[int] = []  # start records set aside (max_group > 0)
     prefixes = prefix_judge(extension)
+    if prefixes is not None:  # the model judges every prefix of many starts at once
+        starts, sizes, at_aside, start = _greedy_starts_running(order, prefixes, accepts, window, max_group, stats)
+        group[order[_spans(np.asarray(starts, dtype=np.int64), np.asarray(sizes, dtype=np.int64))]] = np.repeat(
+            np.arange(len(starts), dtype=np.int64), sizes
+        )
+        members = [order[s : s + size] for s, size in zip(starts, sizes)]
+        aside = order[np.asarray(at_aside, dtype=np.int64)].tolist()
+    else:
+        start = _greedy_scan(order, accepts, window, max_group, stats, group, members, aside)
+    stats["n_groups"] = len(members)
+    stats["set_aside"] = len(aside)
+    left = np.concatenate([np.asarray(aside, dtype=np.int64), order[start:]])
+    stats["leftovers"] = len(left)
+    if leftovers == "merge" and members and len(left):
+        merged = None if extension is None else _merge_leftovers_near(order, members, left, group, extension, stats)
+        if merged is None:  # no running statistics: ask accepts
+            distance = _distance_along_order(order, members)
+            merged = merge_leftovers(left, members, group, accepts, distance, stats, later_on_ties=True)
+        stats["merged"] = merged
+    stats["suppressed"] = int((group < 0).sum())
+    return group, stats
+
+
+def _greedy_scan(
+    order: np.ndarray, accepts: GroupPredicate, window: int, max_group: int, stats: dict, group: np.ndarray,
+    members: list[np.ndarray], aside: list[int],
+) -> int:
+    """The scan of :func:`greedy_partition` through ``accepts`` (a model without prefix
+    judgments): fills ``group``, ``members`` and ``aside`` (rows set aside); returns the position
+    where it stops (``len(order)``, or the first record of the leftover tail)."""
+    n = len(order)
     start = 0
     while start < n:
         if max_group > 0:
-            if prefixes is not None:
-                size = smallest_accepted_prefix_running(
-                    order[: min(n, start + max_group)], start, prefixes, accepts, window, stats, cap=_PREFIX_RECORDS
-                )
-            else:
-                size = smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
+            size = smallest_accepted_prefix(order[: min(n, start + max_group)], start, accepts, window, stats)
             if size == 0 and start + max_group < n:
                 # stuck: judge the next starts in blocks, every prefix up to max_group in one call
-                if prefixes is not None:
-                    nxt, size = _first_unstuck_start_running(order, start + 1, prefixes, max_group, stats)
-                else:
-                    nxt, size = _first_unstuck_start(order, start + 1, accepts, max_group, stats)
+                nxt, size = _first_unstuck_start(order, start + 1, accepts, max_group, stats)
                 aside.extend(int(r) for r in order[start:nxt])
                 start = nxt
                 if size == 0:
                     continue
-        elif prefixes is not None:
-            size = smallest_accepted_prefix_running(order, start, prefixes, accepts, window, stats, cap=_PREFIX_RECORDS)
         else:
             size = smallest_accepted_prefix(order, start, accepts, window, stats)
         if size == 0:
@@ -232,24 +273,84 @@ def greedy_partition(
         group[order[start : start + size]] = len(members)
         members.append(order[start : start + size])
         start += size
-    stats["n_groups"] = len(members)
-    stats["set_aside"] = len(aside)
-    left = np.concatenate([np.asarray(aside, dtype=np.int64), order[start:]])
-    stats["leftovers"] = len(left)
-    if leftovers == "merge" and members and len(left):
-        ext = None if extension is None else extension_over(extension, members)
-        distance = _distance_along_order(order, members)
-        if ext is not None:
-            # many groups (a large release): judge them nearest first, in blocks, where the extension
-            # can judge a few groups alone; few groups: one judgment of all is cheaper than several
-            blocks = len(members) > _NEAREST_FIRST_FROM and type(ext).accepts_plus_among is not GroupExtension.accepts_plus_among
-            stats["merged"] = merge_leftovers_extension(
-                left, group, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
-            )
+    return start
+
+
+def _greedy_starts_running(
+    order: np.ndarray, prefixes: PrefixJudge, accepts: GroupPredicate, window: int, max_group: int, stats: dict
+) -> tuple[list[int], list[int], list[int], int]:
+    """The scan of :func:`greedy_partition` through the model's prefix judgment, many starts judged
+    at once: the positions (in ``order``) and sizes of the groups it closes, the positions of the
+    start records it sets aside (``max_group > 0``) and the position where it stops (``len(order)``,
+    or the first record of the leftover tail).
+
+    The greedy walk is sequential (the next start is the current start plus its group's size, or
+    plus one past a record set aside), so the starts are guessed: chains of the walk begin every
+    ``_CHAIN_SPACING`` records (closer in a short order: at least ``_CHAINS_LEAST`` chains), all
+    advanced one start per round, each round one :func:`~cdpbench.greedy.smallest_accepted_prefixes`
+    call for the starts of every chain; a chain ends on a start already judged (from there it
+    follows the chain that judged it), at a start the walk would stop at, or (``max_group=0``) at
+    one with no accepted size up to ``_CHAIN_MOST``. The walk from position 0 then reads the
+    judged sizes; a start no chain judged (after a group longer than ``_CHAIN_MOST``) begins a new
+    chain, an undecided one is searched alone as the plain loop does
+    (:func:`~cdpbench.greedy.smallest_accepted_prefix_running`). A chain sharing a start with the
+    walk makes the same groups from there on, so the walk is the plain loop's, group for group;
+    only the number of judgments and their batching differ."""
+    n = len(order)
+    judged = np.full(n, _UNJUDGED, dtype=np.int64)  # per position: smallest accepted size, 0 none, -1 undecided
+    most = max_group if max_group > 0 else _CHAIN_MOST  # max_group > 0: every start decided
+    first = min(max(window, _CHAIN_FIRST), most)
+
+    def run_chains(pos: np.ndarray) -> None:
+        while len(pos):
+            pos = np.unique(pos)
+            pos = pos[judged[pos] == _UNJUDGED]  # the others joined a chain already walked from there
+            if len(pos) == 0:
+                break
+            limits = np.minimum(max_group, n - pos) if max_group > 0 else n - pos
+            sizes = smallest_accepted_prefixes(order, pos, limits, prefixes, stats, most=most, first=first)
+            judged[pos] = sizes
+            step = np.maximum(sizes, 0)
+            if max_group > 0:
+                step[(sizes == 0) & (pos + max_group < n)] = 1  # set aside: the next record starts
+            pos = (pos + step)[(step > 0) & (pos + step < n)]
+
+    run_chains(np.arange(0, n, max(1, min(_CHAIN_SPACING, n // _CHAINS_LEAST)), dtype=np.int64))
+    starts: list[int] = []
+    sizes: list[int] = []
+    aside: list[int] = []
+    s = 0
+    while s < n:
+        size = int(judged[s])
+        if size == _UNJUDGED:
+            run_chains(np.array([s], dtype=np.int64))
+            size = int(judged[s])
+        if size < 0:  # undecided within _CHAIN_MOST: the one-start search, as the plain loop
+            cut = order[: min(n, s + max_group)] if max_group > 0 else order
+            size = smallest_accepted_prefix_running(cut, s, prefixes, accepts, window, stats, cap=_PREFIX_RECORDS)
+            judged[s] = size
+        if size > 0:
+            starts.append(s)
+            sizes.append(size)
+            s += size
+        elif max_group > 0 and s + max_group < n:
+            aside.append(s)
+            s += 1
         else:
-            stats["merged"] = merge_leftovers(left, members, group, accepts, distance, stats, later_on_ties=True)
-    stats["suppressed"] = int((group < 0).sum())
-    return group, stats
+            break
+    return starts, sizes, aside, s
+
+
+def _spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Positions ``starts[i] .. starts[i] + sizes[i] - 1`` of every span, span after span."""
+    return np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+
+
+_UNJUDGED = -2  # a position no chain has judged as a start
+_CHAIN_SPACING = 256  # most records between the first starts of the scan's chains
+_CHAINS_LEAST = 64  # least chains (a short order: closer starts, fewer rounds when records are set aside one by one)
+_CHAIN_FIRST = 16  # least sizes judged from a chain's start in the first round (doubles)
+_CHAIN_MOST = 64  # most sizes a chain judges from one start (then the start is undecided)
 
 
 def _first_unstuck_start(
@@ -280,29 +381,68 @@ def _first_unstuck_start(
     return start, 0
 
 
-_RUNNING_BLOCK = 512  # most starts judged in one call of _first_unstuck_start_running
+def _merge_leftovers_near(
+    order: np.ndarray, members: list[np.ndarray], left: np.ndarray, group: np.ndarray, extension: ExtensionStart, stats: dict
+) -> int | None:
+    """``leftovers="merge"`` through the model's running statistics
+    (:func:`~cdpbench.greedy.merge_leftovers_extension` with :func:`_distance_along_order`), the
+    statistics kept over the groups near the leftovers only, not over every group of the release.
+
+    The leftovers still to place are merged into the ``reach`` groups on either side of each one's
+    position (``_MERGE_REACH``; then every group) with the leftovers already placed in them. A
+    leftover placed in a group at distance d, with every group at distance <= d among those kept
+    (ties included), has the group the merge over all groups gives it: the nearer groups were all
+    judged, with the same members in the same order. The leftovers up to the first one without
+    that proof (or placed nowhere while some group was not kept) are taken, and the merge goes on
+    from that one with the next reach. Returns how many leftovers were placed, or ``None`` when
+    the model offers no running statistics."""
+    n_groups = len(members)
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order), dtype=np.int64)
+    first = np.array([position[m[0]] for m in members], dtype=np.int64)  # increasing: the groups follow the order
+    last = np.array([position[m[-1]] for m in members], dtype=np.int64)
+    joined: dict[int, list[int]] = {}  # leftovers placed so far, per group, in the order they joined
+    reaches = [r for r in _MERGE_REACH if 2 * r < n_groups] + [n_groups]
+    done = 0
+    for reach in reaches:
+        rest = left[done:]
+        q = position[rest]
+        if reach < n_groups:
+            at = np.searchsorted(first, q)  # the first group after each leftover
+            near = np.unique(np.clip(at[:, None] + np.arange(-reach, reach, dtype=np.int64)[None, :], 0, n_groups - 1))
+        else:
+            near = np.arange(n_groups, dtype=np.int64)
+        kept = [members[g] for g in near]
+        ext = extension_over(extension, [np.concatenate([m, np.asarray(joined.get(int(g), []), dtype=np.int64)]) for g, m in zip(near, kept)])
+        if ext is None:
+            return None
+        local = np.full(len(group), -1, dtype=np.int64)
+        # many groups (a large release): judge them nearest first, in blocks, where the extension
+        # can judge a few groups alone; few groups: one judgment of all is cheaper than several
+        blocks = len(near) > _NEAREST_FIRST_FROM and type(ext).accepts_plus_among is not GroupExtension.accepts_plus_among
+        merge_leftovers_extension(
+            rest, local, ext, _distance_along_order(order, kept), stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
+        )
+        chosen = local[rest]
+        good = len(rest)
+        if len(near) < n_groups:
+            g = near[np.maximum(chosen, 0)]
+            d = np.maximum(np.maximum(first[g] - q, q - last[g]), 0)
+            within = np.searchsorted(first, q + d, side="right") - np.searchsorted(last, q - d)
+            within_kept = np.searchsorted(first[near], q + d, side="right") - np.searchsorted(last[near], q - d)
+            proven = (chosen >= 0) & (within == within_kept)
+            good = len(rest) if proven.all() else int(np.argmin(proven))
+        for r, c in zip(rest[:good].tolist(), chosen[:good].tolist()):
+            if c >= 0:
+                group[r] = int(near[c])
+                joined.setdefault(int(near[c]), []).append(r)
+        done += good
+        if done == len(left):
+            break
+    return sum(len(v) for v in joined.values())
 
 
-def _first_unstuck_start_running(
-    order: np.ndarray, start: int, prefixes: PrefixJudge, max_group: int, stats: dict, block: int = 8
-) -> tuple[int, int]:
-    """:func:`_first_unstuck_start` through the model's prefix judgment: every prefix size
-    ``1..max_group`` of ``block`` starts in one call (the block doubles up to
-    ``_RUNNING_BLOCK`` while no start is unstuck). Same answer: the first unstuck start and its
-    smallest accepted size, or ``(s, 0)`` at the first ``s`` with ``s + max_group >= len(order)``."""
-    n = len(order)
-    offsets = np.arange(max_group, dtype=np.int64)
-    while start < n and start + max_group < n:
-        starts = np.arange(start, min(start + block, n - max_group), dtype=np.int64)
-        stats["accepts_calls"] += 1
-        ok = np.asarray(prefixes(order[starts[:, None] + offsets[None, :]]), dtype=bool)
-        hit = ok.any(axis=1)
-        if hit.any():
-            i = int(np.argmax(hit))
-            return int(starts[i]), int(np.argmax(ok[i])) + 1
-        start = int(starts[-1]) + 1
-        block = min(2 * block, _RUNNING_BLOCK)
-    return start, 0
+_MERGE_REACH = (8, 64)  # groups kept on either side of each leftover for the merge (then all)
 
 
 def _distance_along_order(order: np.ndarray, members: list[np.ndarray]) -> GroupDistance:
