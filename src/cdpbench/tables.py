@@ -66,7 +66,7 @@ from typing import Any
 
 from .errors import CdpbenchError
 
-DEFAULT_FILES = ("experiments/README.md", "plugins/*/README.md", "mutation/README.md")
+DEFAULT_FILES = ("experiments/README.md", "plugins/*/README.md", "mutation/README.md", "docs/scale.md")
 SPEC_DIR = "tables"
 NOT_RESULTS = "<!-- not-results:"
 

@@ -77,16 +77,29 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
     n_groups)`` judges candidate groups: record ``rows[i]`` is in candidate group ``segment[i]``.
     Returns the groups and a few counts (recursion depth, number of ``accepts`` calls).
     """
+    group, _, stats = mondrian_first_cuts(release, accepts, None)
+    return group, stats
+
+
+def mondrian_first_cuts(
+    release: Release, accepts: GroupPredicate, max_levels: int | None
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Mondrian's recursion stopped after ``max_levels`` levels of cuts (``None``: run to the end,
+    :func:`mondrian_partition`). Returns ``group`` as :func:`mondrian_partition` does, where a
+    partition the recursion was stopped at is a group too, ``open[g]`` (bool per group): group g is
+    such a partition, which Mondrian may cut further, and the counts. Every decision depends only on
+    a partition's own records, so running :func:`mondrian_partition` on each open group continues
+    the recursion exactly (the partitioned Mondrian's ``exact`` cuts)."""
     schema = release.schema
     qi = np.asarray(release.qi, dtype=float)
     n, d = qi.shape
     stats = {"suppressed_all": False, "levels": 0, "accepts_calls": 0, "n_groups": 0}
     if n == 0:
-        return np.empty(0, dtype=np.int64), stats
+        return np.empty(0, dtype=np.int64), np.zeros(0, dtype=bool), stats
     stats["accepts_calls"] += 1
     if not bool(accepts(np.arange(n), np.zeros(n, dtype=np.int64), 1)[0]):
         stats["suppressed_all"] = True
-        return np.full(n, -1, dtype=np.int64), stats
+        return np.full(n, -1, dtype=np.int64), np.zeros(0, dtype=bool), stats
 
     taxonomies = [a.taxonomy if a.kind == "categorical" else None for a in schema.qi]
     # numeric: domain width; categorical: number of leaves (the normalizers of the widths)
@@ -111,7 +124,7 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
     # where each child's records lie close together, is far cheaper than from the whole table
     Z = codes
     starts = np.zeros(1, dtype=np.int64)  # block starts
-    while len(starts):
+    while len(starts) and stats["levels"] != max_levels:
         stats["levels"] += 1
         P = len(starts)
         sizes = np.diff(np.append(starts, len(rows)))
@@ -193,12 +206,19 @@ def mondrian_partition(release: Release, accepts: GroupPredicate) -> tuple[np.nd
         cid = cid[order]
         starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]]) if len(cid) else np.empty(0, dtype=np.int64)
 
+    # partitions the recursion was stopped at (``max_levels``) are groups too, open ones
+    n_open = len(starts)
+    if n_open:
+        final[rows] = n_final + np.repeat(np.arange(n_open), np.diff(np.append(starts, len(rows))))
+    n_groups = n_final + n_open
     # number groups by their smallest record index
     _, first = np.unique(final, return_index=True)
-    rank = np.empty(n_final, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(n_final)
-    stats["n_groups"] = n_final
-    return rank[final], stats
+    rank = np.empty(n_groups, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(n_groups)
+    is_open = np.zeros(n_groups, dtype=bool)
+    is_open[rank[n_final:]] = True
+    stats["n_groups"] = n_groups
+    return rank[final], is_open, stats
 
 
 def _median_side(v: np.ndarray, seg: np.ndarray, n_ranks: int) -> np.ndarray:
