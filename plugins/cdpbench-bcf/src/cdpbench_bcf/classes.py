@@ -59,7 +59,12 @@ class Classes:
         """From per-class boxes and per-record (class, sensitive value)."""
         G = int(low.shape[0])
         key = np.asarray(klass, dtype=np.int64) * n_values + np.asarray(sensitive, dtype=np.int64)
-        uniq, count = np.unique(key, return_counts=True)
+        if G * n_values <= 4 * len(key) + 1024 and (not len(key) or key.min() >= 0):  # counting: np.unique's result, linear
+            count = np.bincount(key, minlength=G * n_values)
+            uniq = np.flatnonzero(count)
+            count = count[uniq]
+        else:
+            uniq, count = np.unique(key, return_counts=True)
         sets = {}
         for j, vs in value_sets.items():
             width = high[:, j] - low[:, j] + 1
