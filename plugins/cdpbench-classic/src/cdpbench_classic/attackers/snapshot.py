@@ -46,6 +46,29 @@ class SnapshotParams:
     estimator: Any = plugin_ref("estimator", "omega", "estimator plugin computing the posterior in each group")
 
 
+def population_rows(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, found)`` as :func:`~cdpbench.data.rows_of` with ``match_negative`` gives them
+    (``ids[rows[i]] == wanted[i]`` where ``found[i]``; elsewhere ``rows`` is 0): by a table over
+    the id range when the ids are distinct, non-negative and at most a few times their number
+    (respondent ids usually are), else by ``rows_of``'s sort and binary search."""
+    ids = np.asarray(ids, dtype=np.int64)
+    wanted = np.asarray(wanted, dtype=np.int64)
+    n = len(ids)
+    if n == 0 or ids.min() < 0 or ids.max() > 4 * n + 1024:
+        rows, found = rows_of(ids, wanted, match_negative=True)
+        return np.where(found, rows, 0), found
+    top = int(ids.max())
+    table = np.full(top + 1, -1, dtype=np.int64)
+    table[ids] = np.arange(n)
+    if not np.array_equal(table[ids], np.arange(n)):  # an id listed twice: rows_of finds its first row
+        rows, found = rows_of(ids, wanted, match_negative=True)
+        return np.where(found, rows, 0), found
+    inside = (wanted >= 0) & (wanted <= top)
+    rows = table[np.where(inside, wanted, 0)]
+    found = inside & (rows >= 0)
+    return np.where(found, rows, 0), found
+
+
 class Snapshot(Attacker):
     """Snapshot attack: BK_sv prior + per-group posterior, each release on its own (JS-reduce §7)."""
 
@@ -72,9 +95,12 @@ class Snapshot(Attacker):
         respondent = np.asarray(view.respondent, dtype=np.int64)
         # row of each candidate respondent in the population (not there: e.g. a counterfeit, -1;
         # match_negative: an id < 0 is looked up like any other, as this attack always did)
-        rows, found = rows_of(population.respondent, respondent, match_negative=True)
-        weights = np.full((len(respondent), m), 1.0 / m)
-        weights[found] = prior[rows[found]]
+        rows, found = population_rows(population.respondent, respondent)
+        if found.all():
+            weights = prior[rows]
+        else:
+            weights = np.full((len(respondent), m), 1.0 / m)
+            weights[found] = prior[rows[found]]
         if view.angelized:
             angelized = getattr(self.estimator, "angelized_posterior", None)
             if angelized is None:

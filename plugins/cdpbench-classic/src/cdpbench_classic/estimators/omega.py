@@ -49,21 +49,33 @@ def omega_posterior(
     segment = np.asarray(segment, dtype=np.int64)
     n, m = len(segment), int(n_values)
     counts = group_counts(sensitive, segment, n_groups, m).astype(float)  # n(s) per group
-    sizes = counts.sum(axis=1)
-    count = counts[segment]  # [n, m] n(s) of the respondent's group
-    freq = count / np.maximum(sizes[segment], 1.0)[:, None]
+    size = np.maximum(counts.sum(axis=1), 1.0)  # |Q|, 1 for an empty group
     if weights is None:
-        return freq
+        return counts[segment] / size[segment][:, None]
     w = np.asarray(weights, dtype=float)
     if w.shape != (n, m):
         raise ValueError(f"weights must have shape (n, n_values) = ({n}, {m}); got {w.shape}")
     # Σ_{r' ∈ Q} p(r', s): one bincount over the flattened (group, value) index
     flat = (segment[:, None] * m + np.arange(m)).ravel()
-    column = np.bincount(flat, weights=w.ravel(), minlength=int(n_groups) * m).reshape(int(n_groups), m)[segment]
-    has_mass = column > 0
-    omega = np.where(has_mass, count * w / np.where(has_mass, column, 1.0), freq)
+    column = np.bincount(flat, weights=w.ravel(), minlength=int(n_groups) * m).reshape(int(n_groups), m)
+    # [n, m] arrays made in place, one gather each from the [groups, m] tables
+    omega = counts[segment]
+    omega *= w
+    col = column[segment]
+    has_mass = col > 0
+    np.divide(omega, col, out=omega, where=has_mass)
+    del col
+    if not has_mass.all():  # a value nobody's prior allows: its tuples are shared evenly
+        i, s = np.nonzero(~has_mass)
+        omega[i, s] = counts[segment[i], s] / size[segment[i]]
+    del has_mass
     total = omega.sum(axis=1, keepdims=True)
-    return np.where(total > 0, omega / np.where(total > 0, total, 1.0), freq)
+    positive = total > 0
+    np.divide(omega, total, out=omega, where=positive)
+    if not positive.all():  # Ω(r, ·) = 0 everywhere: the group's frequencies
+        i = np.flatnonzero(~positive[:, 0])
+        omega[i] = counts[segment[i]] / size[segment[i]][:, None]
+    return omega
 
 
 class OmegaEstimate(Estimator):

@@ -60,28 +60,34 @@ def configuration_posterior(
         raise DataError(f"sensitive must have one value per row of segment ({n}); got shape {sensitive.shape}")
     counts = np.bincount(segment * m + sensitive, minlength=G * m).reshape(G, m).astype(float)  # m_s
     sizes = counts.sum(axis=1)
-    count = counts[segment]  # [n, m] m_s of the respondent's group
-    freq = count / np.maximum(sizes, 1.0)[segment][:, None]
+    size = np.maximum(sizes, 1.0)
     if weights is None or n == 0:
-        return freq
+        return counts[segment] / size[segment][:, None]
     w = np.asarray(weights, dtype=float)
     if w.shape != (n, m):
         raise DataError(f"weights must have shape (n, n_values) = ({n}, {m}); got {w.shape}")
-    if not np.isfinite(w).all() or (w < 0).any():
+    if not np.isfinite(w).all() or w.min() < 0:
         raise DataError("weights must be finite and non-negative")
     flat = (segment[:, None] * m + np.arange(m)).ravel()
     column = np.bincount(flat, weights=w.ravel(), minlength=G * m).reshape(G, m)  # K_s
     total = (counts * column).sum(axis=1)  # W per group
+    count = counts[segment]  # [n, m] m_s of the respondent's group
     row = (w * count).sum(axis=1)  # R_i
-    W = total[segment][:, None]
-    others = np.maximum(W - row[:, None] - column[segment] + w, 0.0)  # mass outside row i and column s
-    pairs = np.maximum(sizes[segment] - 1.0, 1.0)[:, None]
-    exact = sizes[segment] >= 2
-    exact &= total[segment] > 0
+    W = total[segment]
+    # the [n, m] terms in place: post = m_s · (p + max(W − R_i − K_s + p, 0) / (n−1)) / W
+    post = column[segment]
+    np.subtract((W - row)[:, None], post, out=post)
+    post += w
+    np.maximum(post, 0.0, out=post)  # mass outside row i and column s
+    post /= np.maximum(sizes[segment] - 1.0, 1.0)[:, None]  # pairs
+    post += w
+    post *= count
     with np.errstate(divide="ignore", invalid="ignore"):
-        post = count * (w + others / pairs) / W
-    post = np.where(exact[:, None], post, freq)
-    return post / post.sum(axis=1, keepdims=True)  # exact up to rounding; removes float drift
+        post /= W[:, None]
+    inexact = np.flatnonzero((sizes[segment] < 2) | ~(W > 0))
+    post[inexact] = count[inexact] / size[segment[inexact]][:, None]  # the group's frequencies
+    post /= post.sum(axis=1, keepdims=True)  # exact up to rounding; removes float drift
+    return post
 
 
 class ConfigurationEstimator(Estimator):
