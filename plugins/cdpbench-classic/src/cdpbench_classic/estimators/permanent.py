@@ -77,6 +77,11 @@ def exact_chunk(w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     values, group after group (``R = cnt.sum()``; a padded value's column is ignored). Returns
     the ``[R, k]`` posteriors (0 on padding) and ``[G]`` bool, False where perm(W) = 0.
 
+    The passes (the ``[R, k]`` sums ``Σ_u F_t(u) B_{t+1}(u + e_s)``) run in the compiled kernel
+    :mod:`~cdpbench_classic.estimators.permanent_kernel` (numba) when it imports, else in
+    :func:`_programme_by_levels` (NumPy / scipy); both make the additions below in the same order,
+    so the posteriors are the same bits (``tests/test_permanent_numba.py``).
+
     Every group's count states ``u`` are laid out level after level (``|u|`` = respondents
     handled), each level group after group in the order of the state index ``Σ_s u_s ·
     Π_{s'<s}(m_{s'}+1)``, so that one level of all groups is one slice. A step of the forward
@@ -90,12 +95,51 @@ def exact_chunk(w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     same whatever the other groups of the chunk, and the work is ``O(k · Π(m_s+1))`` a group
     instead of ``O(n · k · Π(m_s+1))``.
     """
+    G, k = cnt.shape
+    cnt = np.ascontiguousarray(cnt, dtype=np.int64)
+    w = np.ascontiguousarray(w, dtype=float)
+    n_of = cnt.sum(axis=1)
+    programme = compiled_programme() if k <= 62 else None  # the kernel keeps a state's values in an int64 mask
+    if programme is not None:
+        sums = np.zeros((int(n_of.sum()), k))
+        ok = np.ones(G, dtype=bool)
+        programme(w, cnt, sums, ok)
+    else:
+        sums, ok = _programme_by_levels(w, cnt)
+    post = w * sums
+    post[np.arange(k)[None, :] >= np.repeat((cnt > 0).sum(axis=1), n_of)[:, None]] = 0.0
+    rows = _sums(post)[:, None]
+    ok &= np.bincount(np.repeat(np.arange(G), n_of), weights=(rows[:, 0] <= 0), minlength=G) == 0
+    return post / np.where(rows > 0, rows, 1.0), ok
+
+
+COMPILED = True  # the exact programme by the compiled kernel when numba imports (False: NumPy / scipy)
+_KERNEL: list = []  # the imported kernel (or None when numba is missing), once per process
+
+
+def compiled_programme():
+    """:func:`~cdpbench_classic.estimators.permanent_kernel.count_state_programme` (numba, imported
+    on first use, its compilation cached on disk), or None when :data:`COMPILED` is off or numba does
+    not import: the NumPy / scipy passes of :func:`_programme_by_levels` then do the same additions."""
+    if not COMPILED:
+        return None
+    if not _KERNEL:
+        try:
+            from .permanent_kernel import count_state_programme
+        except Exception:  # numba missing or broken: the NumPy path gives the same bits
+            count_state_programme = None
+        _KERNEL.append(count_state_programme)
+    return _KERNEL[0]
+
+
+def _programme_by_levels(w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The NumPy / scipy passes of :func:`exact_chunk`: ``([R, k]`` sums ``Σ_u F_t(u) B_{t+1}(u +
+    e_s)`` per respondent and value, ``[G]`` ok``)``."""
     # scipy's compiled CSR / CSC products (``sum += data · x``, entry by entry), called on slices
     # of one chunk's arrays: here, not at import (registering plugins must stay fast)
     from scipy.sparse._sparsetools import csc_matvec, csr_matvec
 
     G, k = cnt.shape
-    cnt = np.asarray(cnt, dtype=np.int64)
     n_of = cnt.sum(axis=1)
     R = int(n_of.sum())
     row0 = np.concatenate([[0], np.cumsum(n_of)[:-1]]).astype(np.int64)  # first respondent of each group
@@ -142,7 +186,7 @@ def exact_chunk(w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     at, value = np.nonzero(handed)
     g_at = group[at]
     src = pos[by_level[at] - stride.reshape(-1)[g_at * k + value]]
-    data = np.asarray(w, dtype=float).reshape(-1)[(row0[g_at] + level[at] - 1) * k + value]
+    data = w.reshape(-1)[(row0[g_at] + level[at] - 1) * k + value]
     ptr = np.zeros(S + 1, dtype=np.int64)
     np.cumsum(np.count_nonzero(handed, axis=1), out=ptr[1:])
     del handed
@@ -181,11 +225,7 @@ def exact_chunk(w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         sums[row0[groups_here[handing]] + t] = per_value.reshape(n_segs, k)[handing]
         here = Bw[lo:hi]
         here /= np.maximum(np.maximum.reduceat(here, seg_start[seg_cut[t] : seg_cut[t + 1]] - lo), 1e-300)[seg_local[lo:hi]]
-    post = np.asarray(w, dtype=float) * sums
-    post[np.arange(k)[None, :] >= np.repeat((cnt > 0).sum(axis=1), n_of)[:, None]] = 0.0
-    rows = _sums(post)[:, None]
-    ok &= np.bincount(np.repeat(np.arange(G), n_of), weights=(rows[:, 0] <= 0), minlength=G) == 0
-    return post / np.where(rows > 0, rows, 1.0), ok
+    return sums, ok
 
 
 def _sums(x: np.ndarray) -> np.ndarray:
