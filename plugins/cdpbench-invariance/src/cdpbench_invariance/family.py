@@ -39,6 +39,7 @@ order. The module keeps its state (signatures, Del, Upd, Cach) on the instance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -57,7 +58,7 @@ from .phases import (
     members,
     publication,
     qi_points,
-    split,
+    split_buckets,
 )
 
 
@@ -152,46 +153,67 @@ class InvariantAnonymizer(Anonymizer):
         self.cache = [e for e in self.cache if e.respondent in row_of and value[row_of[e.respondent]] == e.value]
         delayed_now = {e.respondent for e in self.cache if not e.copy}
 
-        fixed: dict[int, list[int]] = {}
+        fixed: dict[int, list[int]] = {}  # signature -> rows keeping / reusing it (table order)
         constrained: list[tuple[int, int]] = []  # (row, forbidden signature)
-        new: list[int] = []
-        for i in range(n):
-            r, v = int(resp[i]), int(value[i])
-            if r in delayed_now:
-                continue
-            last = sigs.last.get(r)
-            if last is None:
-                new.append(i)
-                continue
-            t_last, sig, v_last = last
-            if t_last == t - 1 and v_last == v and (sig >> v) & 1:
-                fixed.setdefault(sig, []).append(i)  # T_s
-            elif pol.scope == "lifespan":
-                new.append(i)  # a new lifespan
-            elif pol.scope == "previous":
-                ref = sigs.deleted.pop(r, None) if t_last < t - 1 else None
-                ref = sig if ref is None else ref
-                if (ref >> v) & 1:
-                    fixed.setdefault(ref, []).append(i)
-                else:
-                    constrained.append((i, ref))
-            else:  # history
-                reuse = None
-                dsig = sigs.deleted.pop(r, None)
-                if dsig is not None and (dsig >> v) & 1:
-                    reuse = dsig
-                else:
-                    for old in reversed(sigs.history.get(r, [])):
-                        if (old >> v) & 1:
-                            reuse = old
-                            break
-                if reuse is not None:
-                    fixed.setdefault(reuse, []).append(i)
-                else:
-                    forbidden = 0
-                    for old in sigs.history.get(r, []):
-                        forbidden |= old
-                    constrained.append((i, forbidden))
+        resp_list = resp.tolist()
+        lasts = list(map(sigs.last.get, resp_list))
+        held = np.isin(resp, np.fromiter(delayed_now, dtype=np.int64)) if delayed_now else np.zeros(n, dtype=bool)
+        has = np.not_equal(np.fromiter(lasts, dtype=object, count=n), None) & ~held
+        seen = np.flatnonzero(has)  # published before (and not held in Cach now)
+        seen_last = [lasts[i] for i in seen.tolist()]
+        if n_values <= 62:  # (t, signature, value) of each as int64
+            flat = np.fromiter(chain.from_iterable(seen_last), dtype=np.int64, count=3 * len(seen)).reshape(-1, 3)
+            t_last, sig_last, v_last = flat[:, 0], flat[:, 1], flat[:, 2]
+        else:  # signatures beyond 62 bits stay Python ints
+            t_last = np.asarray([x[0] for x in seen_last], dtype=np.int64)
+            sig_last = np.fromiter((x[1] for x in seen_last), dtype=object, count=len(seen))
+            v_last = np.asarray([x[2] for x in seen_last], dtype=np.int64)
+        v_seen = value[seen]
+        keeps = (t_last == t - 1) & (v_last == v_seen) & ((sig_last >> v_seen) & 1).astype(bool)  # T_s
+        prev_sig = np.zeros(n, dtype=sig_last.dtype)  # the signature of the last publication (0: none)
+        prev_sig[seen] = sig_last
+        new_mask = ~has & ~held  # never published
+        if pol.scope == "lifespan":
+            new_mask[seen[~keeps]] = True  # a new lifespan
+        else:
+            for i in seen[~keeps].tolist():
+                r, v = resp_list[i], int(value[i])
+                t_l, sig, _ = lasts[i]
+                if pol.scope == "previous":
+                    ref = sigs.deleted.pop(r, None) if t_l < t - 1 else None
+                    ref = sig if ref is None else ref
+                    if (ref >> v) & 1:
+                        fixed.setdefault(ref, []).append(i)
+                    else:
+                        constrained.append((i, ref))
+                else:  # history
+                    reuse = None
+                    dsig = sigs.deleted.pop(r, None)
+                    if dsig is not None and (dsig >> v) & 1:
+                        reuse = dsig
+                    else:
+                        for old in reversed(sigs.history.get(r, [])):
+                            if (old >> v) & 1:
+                                reuse = old
+                                break
+                    if reuse is not None:
+                        fixed.setdefault(reuse, []).append(i)
+                    else:
+                        forbidden = 0
+                        for old in sigs.history.get(r, []):
+                            forbidden |= old
+                        constrained.append((i, forbidden))
+        kept_rows, kept_sig = seen[keeps], sig_last[keeps]
+        by_sig = np.argsort(kept_sig, kind="stable")
+        kept_rows, kept_sig = kept_rows[by_sig], kept_sig[by_sig]
+        cut = np.flatnonzero(kept_sig[1:] != kept_sig[:-1]) + 1
+        fixed_rows: dict[int, np.ndarray] = {}
+        for rows in np.split(kept_rows, cut) if len(kept_rows) else []:
+            fixed_rows[int(prev_sig[rows[0]])] = rows
+        for sig, rows in fixed.items():
+            both = np.asarray(rows, dtype=np.int64)
+            fixed_rows[sig] = np.sort(both if sig not in fixed_rows else np.concatenate([fixed_rows[sig], both]))
+        new = np.flatnonzero(new_mask).tolist()
 
         # Cach creation (Algorithm 2, first release) / update from the new tuples (Algorithm 5, first lines)
         if pol.filler == "cache":
@@ -215,42 +237,45 @@ class InvariantAnonymizer(Anonymizer):
 
         state = _Release(self, release, pts, value, resp, row_of, new, m)
         buckets: list[tuple[int, list[int]]] = []
-        for sig in sorted(fixed, key=lambda s: min(int(resp[i]) for i in fixed[s])):
-            buckets.extend(state.balance(sig, fixed[sig]))
-        for i, forbidden in sorted(constrained, key=lambda c: int(resp[c[0]])):
+        for sig in sorted(fixed_rows, key=lambda s: int(resp[fixed_rows[s]].min())):
+            buckets.extend(state.balance(sig, fixed_rows[sig]))
+        constrained.sort(key=lambda c: int(resp[c[0]]))
+        state.ask_constrained([i for i, _ in constrained])
+        for i, forbidden in constrained:
             b = state.constrained(i, forbidden)
             if b is not None:
                 buckets.append(b)
         buckets.extend(state.assignment())
 
-        final: list[list[int]] = []
-        for sig, items in buckets:
-            final.extend(split(sig, items, state.value_of, state.points_of))
-        final = [b for b in final if any(it >= 0 for it in b)]
-        for b in final:
-            sig = mask(state.value_of[it] for it in b)
-            for it in b:
-                if it >= 0:
-                    sigs.record(t, int(resp[it]), sig, int(value[it]))
+        items, bounds = split_all(buckets, state.value_of, state.points_of)
+        real = items >= 0
+        keep = np.logical_or.reduceat(real, bounds[:-1]) if len(items) else np.zeros(0, dtype=bool)
+        if not keep.all():  # final buckets without a real row (counterfeits, duplicates only) are dropped
+            inside = np.repeat(keep, np.diff(bounds))
+            items, real = items[inside], real[inside]
+            bounds = np.r_[0, np.cumsum(np.diff(bounds)[keep])]
+        values = state.value_of.of(items)
+        rows = items[real]
+        sigs.record_many(t, resp[rows], signatures_of(values, bounds)[real], values[real], prev_sig[rows])
         used = state.used_cache
         self.cache = [e for e in self.cache if id(e) not in used]
         self.present = set(row_of)
-        n_fake = sum(1 for b in final for it in b if -n_values <= it < 0)
-        n_dup = sum(1 for b in final for it in b if it < -n_values)
+        n_fake = int(((items < 0) & (items >= -n_values)).sum())
+        n_dup = int((items < -n_values).sum())
         info = {
             "anonymizer": type(self).__name__,
             "counterfeits": n_fake,
             "duplicated": n_dup,
-            "delayed": n - sum(1 for b in final for it in b if it >= 0),
+            "delayed": n - int(real.sum()),
             "cache_size": len(self.cache),
         }
         rng = ctx.rng if self.params.shuffle else None
-        return publication(release, final, info, rng)
+        return publication(release, items, bounds, info, rng)
 
 
 class _Release:
-    """One release's working state: per value the new tuples not yet placed (table order), the
-    Cach entries used, and the rows placed in a bucket."""
+    """One release's working state: per value the new tuples not yet placed (table order) and the
+    Cach entries used."""
 
     def __init__(self, anon: InvariantAnonymizer, release: Release, pts, value, resp, row_of, new, m: int):
         self.anon, self.pts, self.value, self.resp, self.row_of = anon, pts, value, resp, row_of
@@ -262,11 +287,17 @@ class _Release:
         for i in new:
             self.pool_rows.setdefault(int(value[i]), []).append(i)
         self.pool_rows = {v: np.asarray(rows, dtype=np.int64) for v, rows in self.pool_rows.items()}
+        # the rank of each value's pool in the order of ``pool_rows`` (ties between values' candidates)
+        self.pool_rank = np.full(self.n_values, len(self.pool_rows), dtype=np.int64)
+        self.pool_rank[list(self.pool_rows)] = np.arange(len(self.pool_rows))
+        self.free_count = np.zeros(len(self.pool_rank), dtype=np.int64)  # per value its free rows
+        for v, rows in self.pool_rows.items():
+            self.free_count[v] = len(rows)
+        self._near: _NearestFree | None = None
         self.cache_by_value: dict[int, list[CacheEntry]] = {}
         for e in anon.cache:
             self.cache_by_value.setdefault(e.value, []).append(e)
         self.used_cache: set[int] = set()
-        self.placed: set[int] = set()  # rows placed in a bucket this release
         self.value_of = _ValueOf(value, self.n_values)
         self.points_of = _PointsOf(pts, self.n_values)
         self.filler = anon.policy.filler
@@ -290,8 +321,8 @@ class _Release:
         else:
             taken = pool
         self.free[taken] = False
+        self.free_count[v] -= len(taken)
         taken = taken.tolist()
-        self.placed.update(taken)
         return taken
 
     def _cache_entries(self, v: int, sig: int | None) -> list[CacheEntry]:
@@ -329,7 +360,6 @@ class _Release:
                 out.append(-1 - self.n_values - row)
             else:
                 out.append(row)
-                self.placed.add(row)
         return out
 
     def _release_items(self, items: list[int]) -> None:
@@ -342,7 +372,6 @@ class _Release:
             self.anon.cache = [e for e in self.anon.cache if not (e.copy and e.respondent in delayed)]
         for it in items:
             if it >= 0:
-                self.placed.discard(it)
                 if self.filler == "cache" and not self.has_history.get(int(self.resp[it])):
                     self.anon.cache.append(CacheEntry(int(self.resp[it]), int(self.value[it]), False))
             elif it < -self.n_values:
@@ -357,15 +386,15 @@ class _Release:
         the largest count from the new tuples, then the filler; with Cach, as many full copies of
         the signature as can be filled, the other tuples delayed."""
         values = members(sig)
-        by_value = {v: [i for i in rows if self.value[i] == v] for v in values}
+        rows_value = self.value[rows]
+        by_value = {v: rows[rows_value == v].tolist() for v in values}
         target = max(len(x) for x in by_value.values())
         full = target
         if self.filler == "cache":
             for v in values:
-                have = len(by_value[v]) + len(self._pool(v)) + self.cache_available(v, sig)
+                have = len(by_value[v]) + int(self.free_count[v]) + self.cache_available(v, sig)
                 full = min(full, have)
         anchor = self.pts[rows].mean(axis=0)
-        self.placed.update(rows)
         extra: list[int] = []
         for v in values:
             if len(by_value[v]) > full:
@@ -378,8 +407,6 @@ class _Release:
                 if missing:
                     got += [-1 - v] * missing if self.filler == "counterfeit" else self._cache_items(v, missing, anchor, sig)
                 by_value[v] = by_value[v] + got
-        for i in extra:
-            self.placed.discard(i)
         items = [it for v in values for it in by_value[v]]
         if full == 0 or not any(it >= 0 for it in items):
             self._release_items(items)
@@ -393,16 +420,11 @@ class _Release:
         v = int(self.value[i])
         anchor = self.pts[i]
         chosen: dict[int, list[int]] = {v: [i]}
-        pools = [self._pool(w) for w in self.pool_rows if w != v and not (forbidden >> w) & 1]
-        cands = np.concatenate(pools) if pools else np.zeros(0, dtype=np.int64)
-        if len(cands):
-            d = ((self.pts[cands] - anchor[None, :]) ** 2).sum(axis=1)
-            for j in np.argsort(d, kind="stable"):
-                w = int(self.value[cands[j]])
-                if w not in chosen:
-                    chosen[w] = [int(cands[j])]
-                    if len(chosen) == self.m:
-                        break
+        allowed = np.zeros(len(self.pool_rank), dtype=bool)
+        for w in self.pool_rows:
+            allowed[w] = w != v and not (forbidden >> w) & 1
+        for row in self._partners(i, anchor, allowed):
+            chosen[int(self.value[row])] = [row]
         if len(chosen) < self.m:
             for w in self._values_by_frequency():
                 if len(chosen) == self.m:
@@ -426,8 +448,40 @@ class _Release:
                 items.append(x[0])
                 if x[0] >= 0:
                     self.free[x[0]] = False
-        self.placed.update(it for it in items if it >= 0)
+                    self.free_count[w] -= 1
+                    if self._near is not None:
+                        self._near.took(x[0])
         return sig, items
+
+    def ask_constrained(self, rows: list[int]) -> None:
+        """The constrained tuples ``rows`` are next: their nearest new rows asked in one query."""
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[np.isfinite(self.pts[rows]).all(axis=1)].tolist()  # a point without QI: scanned
+        if rows and len(self.pool_rows):
+            self._near = _NearestFree(self.pts, self.free, self.value, self.pool_rows, self.pool_rank)
+            self._near.ask(rows)
+
+    def _partners(self, i: int, anchor: np.ndarray, allowed: np.ndarray) -> list[int]:
+        """The new rows nearest ``anchor``, one per ``allowed`` value, up to m - 1 of them: the
+        first row of each value met when every free new row of an allowed value is taken in the
+        order (squared distance, rank of its value's pool, row), i.e. a stable argsort of the
+        distances over the pools concatenated in the order of ``pool_rows``."""
+        want = min(self.m - 1, int((allowed & (self.free_count > 0)).sum()))
+        if want <= 0:
+            return []
+        if not np.isfinite(anchor).all():  # no distance order to search by: the literal scan
+            cands = np.flatnonzero(self.free & allowed[self.value])  # the pools in table order ...
+            cands = cands[np.argsort(self.pool_rank[self.value[cands]], kind="stable")]  # ... concatenated
+            d = ((self.pts[cands] - anchor[None, :]) ** 2).sum(axis=1)
+            out: dict[int, int] = {}
+            for j in np.argsort(d, kind="stable").tolist():
+                out.setdefault(int(self.value[cands[j]]), int(cands[j]))
+                if len(out) == want:
+                    break
+            return list(out.values())
+        if self._near is None:
+            self._near = _NearestFree(self.pts, self.free, self.value, self.pool_rows, self.pool_rank)
+        return self._near.partners(i, anchor, allowed, want)
 
     def _values_by_frequency(self) -> list[int]:
         """The values, most frequent in the release first (ties: lower code)."""
@@ -441,6 +495,7 @@ class _Release:
         rows = np.flatnonzero(self.free)
         items = rows[np.argsort(self.resp[rows], kind="stable")].tolist()  # ties: lowest respondent id first
         self.free[:] = False
+        self.free_count[:] = 0
         if not items:
             return []
         counts = np.bincount(self.value[items], minlength=self.n_values)
@@ -466,10 +521,162 @@ class _Release:
                 else:
                     trimmed.append(it)
             items = kept
-        self.placed.update(i for i in items if i >= 0)
         buckets, left = assign(items, self.value_of, self.points_of, self.m)
         self._release_items(left + trimmed)
         return buckets
+
+
+class _FreeTree:
+    """The free rows among ``rows`` nearest a point, exactly: a k-d tree over the rows free when
+    it was built (rebuilt once half of them were taken) gives the k nearest; only the rows
+    strictly nearer than the k-th (less a relative 1e-9 for rounding) are *trusted* (every free
+    row that near is among them, so a tie at the edge is never cut), their squared distances
+    computed as the literal form computes them. Without finite QI points, below ``MIN_ROWS`` rows,
+    or when k reaches the tree's size, every free row is trusted (a scan)."""
+
+    MIN_ROWS = 4096  # fewer rows are scanned: no tree (nor the scipy import) for small releases
+
+    def __init__(self, pts: np.ndarray, free: np.ndarray, rows: np.ndarray):
+        self.pts, self.free = pts, free
+        self.rows = rows[free[rows]]
+        self.taken = 0
+        self.tree = None
+        if len(self.rows) >= self.MIN_ROWS and np.isfinite(pts[self.rows]).all():
+            from scipy.spatial import cKDTree
+
+            self.tree = cKDTree(pts[self.rows])
+
+    def stale(self) -> bool:
+        return self.taken * 2 > len(self.rows)
+
+    def query(self, anchors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """For each of ``[q, d]`` anchors its k nearest rows ``[q, k]`` (ascending) and the bound
+        under which they are trusted ``[q]`` (:meth:`nearest` of them stays exact while rows are
+        taken); ``None`` when there is no tree or k is not below its size."""
+        if self.tree is None or k >= len(self.rows):
+            return None
+        dist, idx = self.tree.query(anchors, k=[k] if k == 1 else k)
+        idx, dist = idx.reshape(len(anchors), k), dist.reshape(len(anchors), k)
+        return np.sort(self.rows[idx], axis=1), dist[:, -1] ** 2 * (1 - 1e-9)
+
+    def nearest(self, anchor: np.ndarray, k: int, asked: tuple[np.ndarray, float] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Trusted free rows among the k nearest (table order), their squared distances, and
+        whether they are all the free rows; ``asked``: the rows and bound :meth:`query` gave."""
+        if asked is not None:
+            cand, thr = asked
+        elif self.tree is None or k >= len(self.rows):
+            cand, thr = self.rows, np.inf
+        else:
+            dist, idx = self.tree.query(anchor, k=[k] if k == 1 else k)
+            cand, thr = np.sort(self.rows[idx]), float(dist[-1]) ** 2 * (1 - 1e-9)
+        cand = cand[self.free[cand]]
+        d = ((self.pts[cand] - anchor[None, :]) ** 2).sum(axis=1)
+        if thr == np.inf:
+            return cand, d, True
+        near = d < thr
+        return cand[near], d[near], False
+
+
+class _NearestFree:
+    """Partners of a constrained tuple (:meth:`_Release.constrained`) without scanning every new
+    row: the literal form sorts all free new rows of the allowed values by (squared distance,
+    rank of the row's pool, row) and takes the first row of each value. A k-d tree over all free
+    new rows gives a trusted prefix of that order (:class:`_FreeTree`): the values met there come
+    first, in that order; a value not met there is farther than all of them, and its nearest row
+    comes from a tree over its own free rows. Trees are built at the first constrained tuple (the
+    balancing is over then) and rebuilt when half their rows were taken."""
+
+    FIRST_K = 128  # rows asked of the tree over all values first
+    VALUE_K = 4  # rows asked first of a value's own tree
+
+    def __init__(self, pts: np.ndarray, free: np.ndarray, value: np.ndarray, pool_rows: dict[int, np.ndarray],
+                 pool_rank: np.ndarray):
+        self.pts, self.free, self.value, self.pool_rows, self.pool_rank = pts, free, value, pool_rows, pool_rank
+        self.all = _FreeTree(pts, free, np.flatnonzero(free))
+        self.by_value: dict[int, _FreeTree] = {}
+        self.asked: dict[int, tuple[np.ndarray, float]] = {}  # row -> its k nearest asked in advance
+
+    def ask(self, rows: list[int]) -> None:
+        """Ask the tree over all values for the constrained ``rows``' nearest in one query."""
+        found = self.all.query(self.pts[np.asarray(rows, dtype=np.int64)], self.FIRST_K)
+        if found is not None:
+            self.asked = {i: (cand, thr) for i, cand, thr in zip(rows, found[0], found[1].tolist())}
+
+    def took(self, row: int) -> None:
+        """``row`` was taken (no longer free)."""
+        self.all.taken += 1
+        w = int(self.value[row])
+        if w in self.by_value:
+            self.by_value[w].taken += 1
+
+    def partners(self, row: int, anchor: np.ndarray, allowed: np.ndarray, want: int) -> list[int]:
+        asked = self.asked.pop(row, None)
+        if asked is None and self.all.stale():
+            self.all = _FreeTree(self.pts, self.free, self.all.rows)
+        cand, d, complete = self.all.nearest(anchor, self.FIRST_K, asked)
+        cand_value = self.value[cand]
+        ok = allowed[cand_value]
+        cand, d, cand_value = cand[ok], d[ok], cand_value[ok]
+        order = np.lexsort((cand, self.pool_rank[cand_value], d))
+        out: list[int] = []
+        seen: set[int] = set()
+        for row, w in zip(cand[order].tolist(), cand_value[order].tolist()):
+            if w not in seen:
+                seen.add(w)
+                out.append(row)
+                if len(out) == want:
+                    return out
+        if complete:
+            return out
+        # the values not met: each one's nearest free row, then the nearest values first
+        rest = []
+        for w in np.flatnonzero(allowed).tolist():
+            if w not in seen:
+                found = self._nearest_of(w, anchor)
+                if found is not None:
+                    rest.append((found[1], int(self.pool_rank[w]), found[0]))
+        rest.sort()
+        return out + [row for _, _, row in rest[: want - len(out)]]
+
+    def _nearest_of(self, w: int, anchor: np.ndarray) -> tuple[int, float] | None:
+        """The free row of value ``w`` nearest ``anchor`` (ties: the lowest row) and its squared
+        distance; ``None`` when it has none."""
+        tree = self.by_value.get(w)
+        if tree is None or tree.stale():
+            tree = self.by_value[w] = _FreeTree(self.pts, self.free, self.pool_rows[w] if tree is None else tree.rows)
+        k = self.VALUE_K
+        while True:
+            cand, d, complete = tree.nearest(anchor, k)
+            if len(cand):
+                j = int(np.argmin(d))  # the first of the minima: the lowest row (cand in table order)
+                return int(cand[j]), float(d[j])
+            if complete:
+                return None
+            k *= 4
+
+
+def split_all(buckets: list[tuple[int, list[int]]], value_of: "_ValueOf", points_of: "_PointsOf"
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Every bucket split (Algorithm 7, :func:`~cdpbench_invariance.phases.split_buckets`): the
+    items of the final buckets, bucket after bucket in the order of ``buckets`` and of the split's
+    recursion, and the bounds of each (final bucket ``g`` is ``items[bounds[g]:bounds[g + 1]]``)."""
+    flat = np.fromiter((it for _, b in buckets for it in b), dtype=np.int64)
+    bounds = np.r_[0, np.cumsum([len(b) for _, b in buckets], dtype=np.int64)].astype(np.int64)
+    order, starts = split_buckets(bounds, value_of.of(flat), points_of(flat))
+    return flat[order], np.r_[starts, len(flat)].astype(np.int64)
+
+
+def signatures_of(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``[k]`` each item's bucket signature (the mask of its bucket's ``values``; buckets
+    ``bounds[g]:bounds[g + 1]``, none empty): int64 while the codes fit, else Python ints."""
+    sizes = np.diff(bounds)
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if int(values.max()) < 63:
+        return np.repeat(np.bitwise_or.reduceat(np.left_shift(np.int64(1), values), bounds[:-1]), sizes)
+    sig = np.array([mask(part) for part in np.split(values, bounds[1:-1])] + [None], dtype=object)[:-1]
+    return np.repeat(sig, sizes)
 
 
 class _ValueOf:
@@ -477,6 +684,13 @@ class _ValueOf:
 
     def __init__(self, value: np.ndarray, n_values: int):
         self.value, self.n_values = value, n_values
+
+    def of(self, items: np.ndarray) -> np.ndarray:
+        """``[k]`` the values of an array of items."""
+        items = np.asarray(items, dtype=np.int64)
+        row = np.where(items >= 0, items, -1 - self.n_values - items)  # a duplicate's row
+        fake = (items < 0) & (items >= -self.n_values)
+        return np.where(fake, -1 - items, self.value[np.where(fake, 0, row)])
 
     def __getitem__(self, it: int) -> int:
         if it >= 0:
@@ -493,7 +707,7 @@ class _PointsOf:
         self.pts, self.n_values = pts, n_values
 
     def __call__(self, items) -> np.ndarray:
-        arr = np.asarray(list(items), dtype=np.int64)
+        arr = np.asarray(items if isinstance(items, np.ndarray) else list(items), dtype=np.int64)
         rows = np.where(arr >= 0, arr, np.where(arr < -self.n_values, -1 - self.n_values - arr, -1))
         out = self.pts[np.maximum(rows, 0)].copy()
         out[rows < 0] = np.nan

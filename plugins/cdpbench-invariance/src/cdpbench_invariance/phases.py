@@ -83,6 +83,17 @@ class Signatures:
         if sig not in past:
             past.append(sig)
 
+    def record_many(self, t: int, respondents: np.ndarray, sigs: np.ndarray, values: np.ndarray,
+                    previous: np.ndarray) -> None:
+        """:meth:`record` for each respondent in turn; ``previous`` is each one's signature in
+        ``last`` before (0 when none): a respondent published again with it has it in its history."""
+        resp, sig = respondents.tolist(), sigs.tolist()
+        self.last.update(zip(resp, zip([t] * len(resp), sig, values.tolist())))
+        for j in np.flatnonzero(previous != sigs).tolist():
+            past = self.history.setdefault(resp[j], [])
+            if sig[j] not in past:
+                past.append(sig[j])
+
 
 # ---------------------------------------------------------------------------- QI geometry
 def qi_points(release: Release) -> np.ndarray:
@@ -157,30 +168,43 @@ def assign(
     to the bucket's seed (the first remaining item of its first value). Returns the buckets
     (signature, items) and the items left when no (α, β) exists (none if ``items`` was m-eligible)."""
     items = list(items)
-    remaining = list(range(len(items)))  # positions: counterfeits of one value are equal items
+    if not items:
+        return [], []
+    # positions: counterfeits of one value are equal items; the remaining ones in table order
+    values = np.fromiter((value_of[it] for it in items), dtype=np.int64, count=len(items))
+    points = points_of(items)
+    by_value = np.argsort(values, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, values[by_value][1:] != values[by_value][:-1]])
+    positions = {int(values[p[0]]): p for p in np.split(by_value, cuts[1:])}  # per value its positions, ascending
+    count = {v: len(p) for v, p in positions.items()}
+    head = dict.fromkeys(positions, 0)  # per value the index of its first remaining position
+    alive = np.ones(len(items), dtype=bool)
     buckets: list[tuple[int, list[int]]] = []
-    while remaining:
-        by_value: dict[int, list[int]] = {}
-        for k in remaining:
-            by_value.setdefault(value_of[items[k]], []).append(k)
-        order = sorted(by_value, key=lambda v: -len(by_value[v]))  # stable: first met first on ties
-        found = alpha_beta([len(by_value[v]) for v in order], m)
+    while any(count.values()):
+        first: dict[int, int] = {}
+        for v, p in positions.items():
+            if count[v]:
+                h = head[v]
+                while not alive[p[h]]:
+                    h += 1
+                head[v], first[v] = h, int(p[h])
+        order = sorted(first, key=lambda v: (-count[v], first[v]))  # ties: the value met first
+        found = alpha_beta([count[v] for v in order], m)
         if found is None:
-            return buckets, [items[k] for k in remaining]
+            return buckets, [items[k] for k in np.flatnonzero(alive).tolist()]
         alpha, beta = found
         chosen = order[:beta]
-        anchor = points_of([items[by_value[chosen[0]][0]]])[0]
+        anchor = points[first[chosen[0]]]
         picked: list[int] = []
         for v in chosen:
-            pool = by_value[v]
-            if len(pool) <= alpha:
-                picked.extend(pool)
-                continue
-            d = ((points_of([items[k] for k in pool]) - anchor[None, :]) ** 2).sum(axis=1)
-            picked.extend(pool[i] for i in np.argsort(d, kind="stable")[:alpha])
-        taken = set(picked)
+            pool = positions[v][alive[positions[v]]]
+            if len(pool) > alpha:
+                d = ((points[pool] - anchor[None, :]) ** 2).sum(axis=1)
+                pool = pool[np.argsort(d, kind="stable")[:alpha]]
+            picked.extend(pool.tolist())
+            count[v] -= len(pool)
+        alive[picked] = False
         buckets.append((mask(chosen), [items[k] for k in picked]))
-        remaining = [k for k in remaining if k not in taken]
     return buckets, []
 
 
@@ -189,66 +213,102 @@ def split(sig: int, items: list[int], value_of, points_of) -> list[list[int]]:
     """Algorithm 7 (partition; Xiao & Tao's split): a bucket holding c items of each signature
     value becomes c buckets of one item per value. Recursively, along the QI column of widest
     spread among its items, each value's items are sorted (stable) and the first half (c // 2 of
-    each) goes left. Items without a QI (counterfeits) sort last."""
+    each) goes left. Items without a QI (counterfeits) sort last. (One bucket of
+    :func:`split_buckets`.)"""
     if not items:
         return []
-    values = np.fromiter((value_of[it] for it in items), dtype=np.int64, count=len(items))
-    pts = points_of(items)
     arr = np.asarray(items, dtype=np.int64)
-    return [arr[part].tolist() for part in _split(values, pts, np.arange(len(items)))]
+    values = np.fromiter((value_of[it] for it in items), dtype=np.int64, count=len(items))
+    order, starts = split_buckets(np.asarray([0, len(arr)]), values, points_of(items))
+    return [part.tolist() for part in np.split(arr[order], starts[1:])]
 
 
-def _split(values: np.ndarray, pts: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
-    v = values[idx]
-    counts = np.bincount(v)
-    c = int(counts[counts > 0].min())
-    if c <= 1:
-        return [idx]
-    p = pts[idx]
-    real = ~np.isnan(p).any(axis=1)
-    spread = (p[real].max(axis=0) - p[real].min(axis=0)) if real.any() else np.zeros(p.shape[1])
-    key = p[:, int(np.argmax(spread))]
-    key = np.where(np.isnan(key), np.inf, key)
-    order = np.lexsort((np.arange(len(idx)), key, v))  # by value, then key, then position (stable)
-    sorted_v = v[order]
-    rank = np.arange(len(order)) - np.searchsorted(sorted_v, sorted_v, side="left")  # rank within its value
-    left = rank < c // 2
-    ordered = idx[order]  # both halves stay sorted by value
-    return _split(values, pts, ordered[left]) + _split(values, pts, ordered[~left])
+def split_buckets(bounds: np.ndarray, values: np.ndarray, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`split` of many buckets at once, one recursion level of every bucket per step.
+
+    The items of bucket ``b`` are positions ``bounds[b]:bounds[b + 1]`` of ``values`` (their
+    sensitive values, ``>= 0``) and ``pts`` (their ``[k, d]`` QI points, NaN rows for
+    counterfeits). Returns ``(order, starts)``: ``order`` permutes the positions so that every
+    final bucket is a contiguous run starting at one of ``starts``, the final buckets in the
+    order of the recursion (bucket by bucket, left half before right half) and the items of each
+    in the order the recursion leaves them. Each part of a bucket keeps the slice the bucket
+    held, its left half first, so the order of the slices is the recursion's."""
+    bounds = np.asarray(bounds, dtype=np.int64)
+    n = int(bounds[-1]) if len(bounds) else 0
+    at = np.arange(n)  # at[position] = the item at that position
+    lo = np.repeat(bounds[:-1], np.diff(bounds))  # the first position of each position's part
+    if n == 0:
+        return at, np.zeros(0, dtype=np.int64)
+    n_values = int(values.max()) + 1
+    real = ~np.isnan(pts).any(axis=1)
+    # per column (contiguous): a part without a real item gets spread -inf everywhere, so column 0
+    high = [np.where(real, pts[:, j], -np.inf) for j in range(pts.shape[1])]
+    low = [np.where(real, pts[:, j], np.inf) for j in range(pts.shape[1])]
+    # each column's sort key (NaN: last) as its rank among the items: one integer key per level
+    ranks = np.empty(pts.shape, dtype=np.int64)
+    for j in range(pts.shape[1]):
+        ranks[:, j] = np.unique(np.where(np.isnan(pts[:, j]), np.inf, pts[:, j]), return_inverse=True)[1].ravel()
+    n_ranks = int(ranks.max()) + 1 if ranks.size else 1
+    active = np.arange(n)  # positions of the parts still split, ascending (whole parts)
+    while len(active):
+        idx, part_lo = at[active], lo[active]
+        first = np.flatnonzero(np.r_[True, part_lo[1:] != part_lo[:-1]])
+        part = np.repeat(np.arange(len(first)), np.diff(np.r_[first, len(active)]))
+        spread = np.column_stack([np.maximum.reduceat(h[idx], first) - np.minimum.reduceat(lw[idx], first)
+                                  for h, lw in zip(high, low)])
+        group = part * n_values + values[idx]
+        key = ranks[idx, np.argmax(spread, axis=1)[part]]
+        if len(first) * n_values * n_ranks < 2**62:  # by part, value, key, then position (stable)
+            order = np.argsort(group * n_ranks + key, kind="stable")
+        else:
+            order = np.lexsort((key, group))
+        g_sorted = group[order]
+        run = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+        run_len = np.diff(np.r_[run, len(order)])
+        run_part = part[order][run]
+        c = np.minimum.reduceat(run_len, np.flatnonzero(np.r_[True, run_part[1:] != run_part[:-1]]))
+        rank = np.arange(len(order)) - np.repeat(run, run_len)  # rank within its value
+        part_sorted = part[order]
+        right = rank >= c[part_sorted] // 2
+        regroup = np.argsort(part_sorted * 2 + right, kind="stable")  # each part: its left half, then its right half
+        goes = c[part] > 1  # per position (parts keep their slices); c <= 1: the part is final as it is
+        at[active[goes]] = idx[order][regroup][goes]
+        n_left = np.bincount(part_sorted[~right], minlength=len(first))
+        right_new = right[regroup]
+        lo[active] = np.where(goes, part_lo + right_new * n_left[part], part_lo)
+        active = active[goes]
+    return at, np.flatnonzero(np.r_[True, lo[1:] != lo[:-1]])
 
 
 # ---------------------------------------------------------------------------- publication
 def publication(
-    release: Release, buckets: list[list[int]], info: dict, rng: np.random.Generator | None = None
+    release: Release, items: np.ndarray, bounds: np.ndarray, info: dict, rng: np.random.Generator | None = None
 ) -> Publication:
-    """The release published as ``buckets`` (lists of items, see the module docstring): each
-    bucket a group generalized to the tightest box of its real records (numeric: [min, max];
-    categorical: the smallest taxonomy node — gender kept or *, zip its longest common prefix:
-    the cell generalization of slicedBucket Algorithm 8); counterfeits and duplicates carry the
-    counterfeit flag / no owner (respondent -1, row -1). Rows in no bucket are suppressed
-    (not published: delayed or dropped). Within a bucket the tuples are shuffled with ``rng``
-    when given (Def. 11(3)); every published cell of a bucket is the same anyway (spec §3.5.8)."""
+    """The release published as buckets: bucket ``g`` holds ``items[bounds[g]:bounds[g + 1]]``
+    (items: see the module docstring), each bucket a group generalized to the tightest box of its
+    real records (numeric: [min, max]; categorical: the smallest taxonomy node — gender kept or *,
+    zip its longest common prefix: the cell generalization of slicedBucket Algorithm 8);
+    counterfeits and duplicates carry the counterfeit flag / no owner (respondent -1, row -1). Rows
+    in no bucket are suppressed (not published: delayed or dropped). Within a bucket the tuples
+    are shuffled with ``rng`` when given (Def. 11(3)); every published cell of a bucket is the
+    same anyway (spec §3.5.8)."""
     n = len(release)
     m = release.n_values
+    items = np.asarray(items, dtype=np.int64)
+    n_buckets = len(bounds) - 1
+    of = np.repeat(np.arange(n_buckets, dtype=np.int64), np.diff(bounds))  # each item's bucket
     group = np.full(n, -1, dtype=np.int64)
-    dup_rows: list[int] = []
-    dup_group: list[int] = []
-    fake_value: list[int] = []
-    fake_group: list[int] = []
-    for g, items in enumerate(buckets):
-        for it in items:
-            if it >= 0:
-                if group[it] >= 0:
-                    raise AssertionError(f"row {it} placed in two buckets")
-                group[it] = g
-            elif it >= -m:
-                fake_value.append(-1 - it)
-                fake_group.append(g)
-            else:
-                dup_rows.append(-1 - m - it)
-                dup_group.append(g)
-    if dup_rows:  # duplicates take part in the boxes: publish over the release with their copies appended
-        rows = np.asarray(dup_rows, dtype=np.int64)
+    real = items >= 0
+    placed = np.bincount(items[real], minlength=n)
+    if len(placed) and placed.max() > 1:
+        raise AssertionError(f"row {int(np.argmax(placed))} placed in two buckets")
+    group[items[real]] = of[real]
+    fake = ~real & (items >= -m)
+    fake_value, fake_group = -1 - items[fake], of[fake]
+    dup = items < -m
+    dup_rows, dup_group = -1 - m - items[dup], of[dup]
+    if len(dup_rows):  # duplicates take part in the boxes: publish over the release with their copies appended
+        rows = dup_rows
         extended = Release(
             release.t,
             release.schema,
@@ -258,22 +318,22 @@ def publication(
             None if release.time is None else np.concatenate([release.time, release.time[rows]]),
             release.truth,
         )
-        group = np.concatenate([group, np.asarray(dup_group, dtype=np.int64)])
+        group = np.concatenate([group, dup_group])
     else:
         extended = release
-    if len(buckets) and not (group >= 0).any():
+    if n_buckets and not (group >= 0).any():
         raise AssertionError("buckets without a real record")
     pub = Publication.from_partition(extended, group, categorical="taxonomy", bucketized=False, info=info)
-    if pub.n_groups != len(buckets):
+    if pub.n_groups != n_buckets:
         raise AssertionError("every bucket must hold a record of the release")
     own = pub.row >= n  # duplicates: no owner in this release
     pub.row[own] = -1
     pub.respondent[own] = -1
     pub.suppressed = release.respondent[group[:n] < 0].copy()
-    if fake_value:
+    if len(fake_value):
         k = len(fake_value)
-        pub.group = np.concatenate([pub.group, np.asarray(fake_group, dtype=np.int64)])
-        pub.sensitive = np.concatenate([pub.sensitive, np.asarray(fake_value, dtype=np.int64)])
+        pub.group = np.concatenate([pub.group, fake_group])
+        pub.sensitive = np.concatenate([pub.sensitive, fake_value])
         pub.respondent = np.concatenate([pub.respondent, np.full(k, -1, dtype=np.int64)])
         pub.row = np.concatenate([pub.row, np.full(k, -1, dtype=np.int64)])
         pub.counterfeit = np.concatenate([pub.counterfeit, np.ones(k, dtype=bool)])
