@@ -45,14 +45,14 @@ from cdpbench.errors import require
 from cdpbench.plugin import Anonymizer, ModelContext, PrivacyModel, PublishContext
 from cdpbench.schema import Schema
 
-from .mondrian import GroupPredicate, mondrian_first_cuts, mondrian_partition
+from .mondrian import GroupPredicate, MondrianParams, mondrian_first_cuts, mondrian_partition
 
 CUTS = ("exact", "sample")
 BACKENDS = ("local", "ray")
 
 
 @dataclass
-class PartitionedMondrianParams:
+class PartitionedMondrianParams(MondrianParams):
     partitions: int = field(
         default=4,
         metadata={
@@ -78,15 +78,10 @@ class PartitionedMondrianParams:
         default=None,
         metadata={"help": "CPUs of the local Ray instance started when none is running (backend=ray); null: all"},
     )
-    categorical: str = field(
-        default="taxonomy",
-        metadata={
-            "help": "how a group's categorical QI is published: 'taxonomy' (the smallest taxonomy node "
-            "covering its values) or 'set' (exactly the values present)"
-        },
-    )
+    # categorical: Mondrian's own parameter (MondrianParams)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         P = self.partitions
         require(_is_int(P) and P >= 1 and P & (P - 1) == 0, "partitions", "a power of two >= 1", P)
         require(self.cuts in CUTS, "cuts", "'exact' or 'sample'", self.cuts)
@@ -94,7 +89,6 @@ class PartitionedMondrianParams:
         require(self.backend in BACKENDS, "backend", "'local' or 'ray'", self.backend)
         require(self.num_cpus is None or (_is_int(self.num_cpus) and self.num_cpus >= 1),
                 "num_cpus", "null or an integer >= 1", self.num_cpus)
-        require(self.categorical in ("taxonomy", "set"), "categorical", "'taxonomy' or 'set'", self.categorical)
 
 
 def _is_int(value: object) -> bool:
