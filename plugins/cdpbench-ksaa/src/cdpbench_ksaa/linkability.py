@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdpbench.data import PublicView, rows_of
+from cdpbench.data import PublicView
 from cdpbench.errors import require
 
 from .joint_matching import JOINS, JointJoin
@@ -56,21 +56,58 @@ class Candidates:
 
 def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
     """Group of each respondent in ``view`` (-1 where it is not published)."""
-    if len(view.respondent) == 0:
-        return np.full(len(respondent), -1, np.int64)
-    rows, found = rows_of(view.respondent, respondent, match_negative=True)  # a counterfeit's -1 too
-    return np.where(found, np.asarray(view.group, np.int64)[rows], -1)
+    return GroupLookup(view)(respondent)
+
+
+class GroupLookup:
+    """The group of any respondent id in one view (-1 where it is not published; an id listed
+    twice: its first row, as :func:`cdpbench.data.rows_of`; a counterfeit's -1 is looked up like
+    any other id). Built once per view, so an earlier release's view, which does not change, is
+    asked about every candidate publication of the latest release without sorting it again: a
+    dense table over the id range when the ids are dense enough (one gather per lookup), else
+    one ``searchsorted`` over the sorted distinct ids."""
+
+    def __init__(self, view: PublicView):
+        ids = np.asarray(view.respondent, np.int64)
+        group = np.asarray(view.group, np.int64)
+        order = np.argsort(ids, kind="stable")
+        ordered = ids[order]
+        first = np.ones(len(ordered), dtype=bool)
+        first[1:] = ordered[1:] != ordered[:-1]
+        self.ids, self.groups = ordered[first], group[order[first]]
+        self.table = None
+        if len(self.ids) and int(self.ids[-1]) - int(self.ids[0]) < 4 * len(self.ids) + 1024:
+            self.base = int(self.ids[0])
+            dtype = np.int32 if int(self.groups.max()) < 2**31 - 1 else np.int64
+            self.table = np.full(int(self.ids[-1]) - self.base + 1, -1, dtype=dtype)
+            self.table[self.ids - self.base] = self.groups
+
+    def __call__(self, respondent: np.ndarray) -> np.ndarray:
+        respondent = np.asarray(respondent, np.int64)
+        out = np.full(len(respondent), -1, np.int64)
+        if len(self.ids) == 0:
+            return out
+        if self.table is not None:
+            at = respondent - self.base
+            ok = (at >= 0) & (at < len(self.table))
+            out[ok] = self.table[at[ok]]
+            return out
+        pos = np.minimum(np.searchsorted(self.ids, respondent), len(self.ids) - 1)
+        found = self.ids[pos] == respondent
+        out[found] = self.groups[pos[found]]
+        return out
 
 
 def candidates(views: list[PublicView], *, transitions="none", pruned: bool = True,
                graphs: list[LinkageGraph] | None = None, join: str = "pairwise",
-               joint: JointJoin | None = None) -> Candidates:
+               joint: JointJoin | None = None, lookups: list[GroupLookup] | None = None) -> Candidates:
     """Candidate records and values of every respondent of ``views[-1]`` (module docstring);
     ``graphs`` may pass the pairwise join's linkage graphs ``(views[i], views[-1])`` already built,
     ``joint`` the joint join of ``views`` already built (its natural and matching candidates share
     it). ``join`` is ``"pairwise"`` here unless given: the plugins pass their parameter.
     ``transitions``: ``"none"``, ``"any"`` or a :class:`.transition_relation.TransitionRelation`
-    (PD_cor, kind ``"knowledge"``)."""
+    (PD_cor, kind ``"knowledge"``). ``lookups`` may pass the :class:`GroupLookup` of each earlier
+    view already built."""
     require(join in JOINS, "join", f"one of {list(JOINS)}", join)
     latest = views[-1]
     nodes = Nodes.of(latest)
@@ -90,8 +127,10 @@ def candidates(views: list[PublicView], *, transitions="none", pruned: bool = Tr
         for earlier in views[:-1]:
             g = linkage_graph(earlier, latest, transitions)
             graphs.append(prune(g) if pruned else g)
-    for earlier, graph in zip(views[:-1], graphs):
-        g_then = group_of(earlier, respondent)
+    if lookups is None:
+        lookups = [GroupLookup(v) for v in views[:-1]]
+    for lookup, graph in zip(lookups, graphs):
+        g_then = lookup(respondent)
         alive &= _linked(graph, g_then[row], node) | (g_then[row] < 0)  # not published then: no constraint
     return _counted(respondent, row[alive], node[alive], nodes, graphs, None)
 
@@ -138,7 +177,7 @@ def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np
     return out
 
 
-def candidate_values(views: list[PublicView], graphs: list[LinkageGraph]) -> np.ndarray:
+def candidate_values(views: list[PublicView], graphs: list[LinkageGraph], lookups: list[GroupLookup] | None = None) -> np.ndarray:
     """Distinct candidate values of every respondent of ``views[-1]`` (view order) through the
     pairwise join, the same numbers as ``candidates(views, graphs=graphs).values`` without listing
     the candidate nodes: what the anonymizers ask once per merge round, where only the counts
@@ -150,8 +189,35 @@ def candidate_values(views: list[PublicView], graphs: list[LinkageGraph]) -> np.
     that persist, ``y`` is ``h``'s node of value ``s``, so the candidate mask is
     ``values(g) & values(h) & kept(twin(h), twin(g))``; with any transitions it is the union over
     ``h``'s nodes of the values their kept edges reach in ``twin(g)``. The masks of the earlier
-    views are intersected, and the bits counted.
+    views are intersected, and the bits counted. ``lookups``: as for :func:`candidates`.
     """
+    return np.bitwise_count(candidate_masks(views, graphs, lookups)).sum(axis=1).astype(np.int64)
+
+
+def candidate_counts(views: list[PublicView], graphs: list[LinkageGraph],
+                     lookups: list[GroupLookup] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, records)`` of every respondent of ``views[-1]`` through the pairwise join: the
+    same numbers as ``candidates(views, graphs=graphs)``'s ``values`` and ``records``, read on the
+    bit masks of :func:`candidate_values` (records: the records of the latest group holding a
+    candidate value, summed one value at a time) without listing the candidate nodes."""
+    mask = candidate_masks(views, graphs, lookups)
+    values = np.bitwise_count(mask).sum(axis=1).astype(np.int64)
+    latest = views[-1]
+    g_now = np.asarray(latest.group, np.int64)
+    b = Nodes.of(latest) if not graphs else graphs[0].b
+    records = np.zeros(len(g_now), np.int64)
+    for s in np.unique(b.value).tolist():  # one pass per sensitive value, not per record
+        count = np.zeros(b.n_groups, np.int64)
+        at = b.value == s
+        count[b.group[at]] = b.count[at]
+        bit = (mask[:, s // 64] >> np.uint64(s % 64)) & np.uint64(1)
+        records += bit.astype(np.int64) * count[g_now]
+    return values, records
+
+
+def candidate_masks(views: list[PublicView], graphs: list[LinkageGraph], lookups: list[GroupLookup] | None = None) -> np.ndarray:
+    """``uint64 [respondents, words]``: the candidate values of every respondent of ``views[-1]``
+    through the pairwise join, one bit per value (:func:`candidate_values`)."""
     latest = views[-1]
     respondent = np.asarray(latest.respondent, np.int64)
     g_now = np.asarray(latest.group, np.int64)
@@ -159,12 +225,14 @@ def candidate_values(views: list[PublicView], graphs: list[LinkageGraph]) -> np.
     words = (m + 63) // 64
     b = Nodes.of(latest) if not graphs else graphs[0].b
     mask = _value_masks(b, words)[g_now]
-    for earlier, graph in zip(views[:-1], graphs):
-        g_then = group_of(earlier, respondent)
+    if lookups is None:
+        lookups = [GroupLookup(v) for v in views[:-1]]
+    for lookup, graph in zip(lookups, graphs):
+        g_then = lookup(respondent)
         seen = g_then >= 0
         linked = _linked_masks(graph, g_then[seen], g_now[seen], words)
         mask[seen] &= linked
-    return np.bitwise_count(mask).sum(axis=1).astype(np.int64)
+    return mask
 
 
 def _value_masks(nodes: Nodes, words: int) -> np.ndarray:
@@ -194,19 +262,26 @@ def _linked_masks(graph: LinkageGraph, group_then: np.ndarray, group_now: np.nda
     if graph.transitions == "none":  # kept[(twin(h), twin(g))] = values s with a kept edge (twin(h), s) - (twin(g), s)
         key = ta.group[ca] * n_tb + tb.group[cb]
         want = tga[group_then] * n_tb + tgb[group_now]
-        reach = _or_by_key(key, bit_word, bit, want, words)
+        reach = _or_by_key(key, bit_word, bit, want, words, int(ta.n_groups) * n_tb)
         return reach & _value_masks(graph.a, words)[group_then]
     key = ca * n_tb + tb.group[cb]  # (twin node of a, twin group of b) -> values of b reached
     ptr = graph.a.ptr
     rep, ya = segments(ptr[group_then], ptr[group_then + 1] - ptr[group_then])
-    reach = _or_by_key(key, bit_word, bit, graph.twin_a[ya] * n_tb + tgb[group_now][rep], words)
+    reach = _or_by_key(key, bit_word, bit, graph.twin_a[ya] * n_tb + tgb[group_now][rep], words, len(ta.count) * n_tb)
     out = np.zeros((len(group_then), words), dtype=np.uint64)
     np.bitwise_or.at(out, rep, reach)
     return out
 
 
-def _or_by_key(key: np.ndarray, word: np.ndarray, bit: np.ndarray, want: np.ndarray, words: int) -> np.ndarray:
-    """For each ``want``: the OR of the bits of the entries with that ``key`` (0 where none)."""
+def _or_by_key(key: np.ndarray, word: np.ndarray, bit: np.ndarray, want: np.ndarray, words: int,
+               size: int | None = None) -> np.ndarray:
+    """For each ``want``: the OR of the bits of the entries with that ``key`` (0 where none).
+    ``size``: the keys lie in ``0..size-1``; when that range is no larger than the lookups, the
+    table is dense over it and each lookup is one gather (no sort, no search)."""
+    if size is not None and size * words <= max(4 * len(want), 1 << 16):
+        dense = np.zeros((size, words), dtype=np.uint64)
+        np.bitwise_or.at(dense, (key, word), bit)
+        return dense[want]
     uniq, inv = np.unique(key, return_inverse=True)
     table = np.zeros((len(uniq), words), dtype=np.uint64)
     np.bitwise_or.at(table, (inv.ravel(), word), bit)

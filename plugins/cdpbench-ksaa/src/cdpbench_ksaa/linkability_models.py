@@ -49,7 +49,7 @@ from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
 
 from .joint_matching import JOINS, Prepared
-from .linkability import candidate_values, candidates, joint_join
+from .linkability import GroupLookup, candidate_counts, candidate_values, candidates, joint_join
 from .transition_relation import (MIN_TRANSITION_HELP, PD_COR_HELP, TRANSITIONS, TRANSITIONS_HELP, RelationOf,
                                   check_min_transition, check_pd_cor)
 
@@ -126,8 +126,9 @@ class LinkabilityModel(PrivacyModel):
         return views, natural, cand
 
     def _graphs(self, publication: Publication, ctx: ModelContext):
-        """The views of the history and ``publication``, and the natural-join graphs of each
-        earlier view with the latest one (the pairwise join)."""
+        """The views of the history and ``publication``, the natural-join graphs of each earlier
+        view with the latest one (the pairwise join), and each earlier view's
+        :class:`.linkability.GroupLookup` (kept with its sides: built once per earlier view)."""
         from .linkage_graph import Side, linkage_graph, shared_columns
 
         views = self._views(publication, ctx)
@@ -139,7 +140,9 @@ class LinkabilityModel(PrivacyModel):
             if cols not in sides:
                 sides[cols] = Side.of(view, cols)
             graphs.append(linkage_graph(view, latest, self._relation(ctx.release, len(views)), side_a=sides[cols]))
-        return [v for _, v, _ in kept] + [latest], graphs
+            if "group_of" not in sides:
+                sides["group_of"] = GroupLookup(view)
+        return [v for _, v, _ in kept] + [latest], graphs, [sides["group_of"] for _, _, sides in kept]
 
     def linked(self, publication: Publication, ctx: ModelContext):
         """``(latest view, its respondents' candidates through this model's join, at-risk mask)``:
@@ -149,12 +152,12 @@ class LinkabilityModel(PrivacyModel):
         if self.params.join == "joint":
             views, natural, cand = self._joint(publication, ctx)
         else:
-            views, natural_graphs = self._graphs(publication, ctx)
+            views, natural_graphs, lookups = self._graphs(publication, ctx)
             t = self._relation(ctx.release, len(views))
-            natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs)
+            natural = candidates(views, transitions=t, pruned=False, graphs=natural_graphs, lookups=lookups)
             cand = natural
             if self.pruned:
-                cand = candidates(views, transitions=t, pruned=True, graphs=[prune(g) for g in natural_graphs])
+                cand = candidates(views, transitions=t, pruned=True, graphs=[prune(g) for g in natural_graphs], lookups=lookups)
         # placed = the natural join links the respondent to something (module docstring)
         at_risk = (natural.values >= 1) & (cand.values < self.params.k)
         return views[-1], cand, at_risk
@@ -169,9 +172,9 @@ class LinkabilityModel(PrivacyModel):
             views, natural_c, cand = self._joint(publication, ctx)
             natural, values = natural_c.values, cand.values
         else:
-            views, natural_graphs = self._graphs(publication, ctx)
-            natural = candidate_values(views, natural_graphs)
-            values = candidate_values(views, [prune(g) for g in natural_graphs]) if self.pruned else natural
+            views, natural_graphs, lookups = self._graphs(publication, ctx)
+            natural = candidate_values(views, natural_graphs, lookups)
+            values = candidate_values(views, [prune(g) for g in natural_graphs], lookups) if self.pruned else natural
         at_risk = (natural >= 1) & (values < self.params.k)
         return np.unique(np.asarray(views[-1].group)[at_risk])
 
@@ -180,12 +183,27 @@ class LinkabilityModel(PrivacyModel):
         return len(self.violating_groups(publication, ctx)) == 0
 
     def verify(self, publication: Publication, ctx: ModelContext) -> VerifyReport:
-        view, cand, at_risk = self.linked(publication, ctx)
+        """The report of :meth:`linked`'s reading; the pairwise join counted on bit masks
+        (:func:`.linkability.candidate_counts`: the same numbers without listing every
+        respondent's candidate nodes)."""
+        from .linkage_graph import prune
+
+        if self.params.join == "joint":
+            view, cand, at_risk = self.linked(publication, ctx)
+            values, records = cand.values, cand.records
+        else:
+            views, natural_graphs, lookups = self._graphs(publication, ctx)
+            view = views[-1]
+            natural, records = candidate_counts(views, natural_graphs, lookups)
+            values = natural
+            if self.pruned:
+                values, records = candidate_counts(views, [prune(g) for g in natural_graphs], lookups)
+            at_risk = (natural >= 1) & (values < self.params.k)
         groups = np.unique(np.asarray(view.group)[at_risk])
-        placed = cand.values > 0
+        placed = values > 0
         levels = {
-            "linkable_values": float(cand.values[placed].min()) if placed.any() else 0.0,
-            "linkable_records": float(cand.records[placed].min()) if placed.any() else 0.0,
+            "linkable_values": float(values[placed].min()) if placed.any() else 0.0,
+            "linkable_records": float(records[placed].min()) if placed.any() else 0.0,
             "unplaced": float((~placed).sum()),
         }
         return VerifyReport(len(groups) == 0, int(len(groups)), levels)
