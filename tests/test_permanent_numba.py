@@ -1,5 +1,5 @@
 """The ``permanent`` estimator's compiled exact programme (numba,
-:mod:`cdpbench_classic.estimators.permanent_kernel`; issue #28, scale) gives the same bits as its
+:mod:`cdpbench_classic.permanent_kernel`; issue #28, scale) gives the same bits as its
 NumPy / scipy passes and as the former per-shape programme over dense tables (the oracle kept in
 ``tests/test_estimators_fast.py``), on random publications: groups of 1..40 records, up to 14
 values, exact everywhere or partly / mostly by Sinkhorn, priors with zeros (perm(W) = 0) and tiny
@@ -109,7 +109,7 @@ def test_a_missing_numba_falls_back_to_numpy(monkeypatch):
     w, sensitive, segment, G, m = random_publication(3)
     want, _ = perm.permanent_posterior(w, sensitive, segment, G, m)
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` raises ImportError
-    monkeypatch.delitem(sys.modules, "cdpbench_classic.estimators.permanent_kernel", raising=False)
+    monkeypatch.delitem(sys.modules, "cdpbench_classic.permanent_kernel", raising=False)
     monkeypatch.setattr(perm, "_KERNEL", [])
     assert perm.compiled_programme() is None
     got, _ = perm.permanent_posterior(w, sensitive, segment, G, m)

@@ -78,7 +78,7 @@ def exact_chunk(w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     the ``[R, k]`` posteriors (0 on padding) and ``[G]`` bool, False where perm(W) = 0.
 
     The passes (the ``[R, k]`` sums ``Σ_u F_t(u) B_{t+1}(u + e_s)``) run in the compiled kernel
-    :mod:`~cdpbench_classic.estimators.permanent_kernel` (numba) when it imports, else in
+    :mod:`~cdpbench_classic.permanent_kernel` (numba) when it imports, else in
     :func:`_programme_by_levels` (NumPy / scipy); both make the additions below in the same order,
     so the posteriors are the same bits (``tests/test_permanent_numba.py``).
 
@@ -118,14 +118,14 @@ _KERNEL: list = []  # the imported kernel (or None when numba is missing), once 
 
 
 def compiled_programme():
-    """:func:`~cdpbench_classic.estimators.permanent_kernel.count_state_programme` (numba, imported
+    """:func:`~cdpbench_classic.permanent_kernel.count_state_programme` (numba, imported
     on first use, its compilation cached on disk), or None when :data:`COMPILED` is off or numba does
     not import: the NumPy / scipy passes of :func:`_programme_by_levels` then do the same additions."""
     if not COMPILED:
         return None
     if not _KERNEL:
         try:
-            from .permanent_kernel import count_state_programme
+            from ..permanent_kernel import count_state_programme
         except Exception:  # numba missing or broken: the NumPy path gives the same bits
             count_state_programme = None
         _KERNEL.append(count_state_programme)
