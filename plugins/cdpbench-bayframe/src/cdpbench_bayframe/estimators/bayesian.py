@@ -189,6 +189,9 @@ def _segment_sum(values: np.ndarray, segment: np.ndarray, n_groups: int) -> np.n
     return np.bincount(flat, weights=values.ravel(), minlength=n_groups * m).reshape(n_groups, m)
 
 
+_BLOCK = 1 << 14  # rows per block of closed_form_posterior: its [block, m] temporaries stay in cache
+
+
 def closed_form_posterior(
     counts: np.ndarray, segment: np.ndarray, observed_value: np.ndarray, matched: np.ndarray, a: float = 1.0
 ) -> np.ndarray:
@@ -199,30 +202,48 @@ def closed_form_posterior(
     permutation u gives respondent i, or −1 in a group where every permutation ties (x = 0);
     ``matched[i, s]`` = total CR of i's matchings on value s (Def. 6); ``a`` = the common Dirichlet
     parameter. The number of respondents of each group must equal its number of tuples.
+
+    Each row's posterior depends on its own row and its group's sums only, so the rows are computed
+    a block at a time (the same floats; at 10^6 records the whole-array form allocated a dozen fresh
+    ``[N, m]`` temporaries and grew as n^1.2+); the per-group sums K[s] are one ``np.bincount`` per
+    column (the additions of :func:`_segment_sum`, in row order from 0).
     """
     from scipy.special import gammaln
 
     counts = np.asarray(counts, dtype=float)
     segment = np.asarray(segment, dtype=np.int64)
     observed_value = np.asarray(observed_value, dtype=np.int64)
+    matched = np.asarray(matched, dtype=float)
     N, G = len(segment), counts.shape[0]
+    m = counts.shape[1]
+    if N == 0:
+        return np.zeros((0, m))
     sizes = counts.sum(axis=1)
-    count = counts[segment]  # m_t of the respondent's group
-    n = sizes[segment]
-    column = _segment_sum(matched, segment, G)  # K[s]
+    column = np.empty((G, m))  # K[s]
+    for s in range(m):
+        column[:, s] = np.bincount(segment, weights=matched[:, s], minlength=G)
     matched_mass = (column * counts).sum(axis=1)  # Σ_s K[s]·m_s
-    others = matched_mass[segment] - (matched * count).sum(axis=1)  # X_i
-    pairs = np.maximum(n - 1.0, 1.0)[:, None]
-    numerator = count * (a + matched + (others[:, None] - column[segment] + matched) / pairs)
-    observed = observed_value >= 0
-    inverse_factorial = np.where(observed, np.exp(-gammaln(np.maximum(n, 1.0))), 0.0)  # 1/(n−1)!
-    rows = np.flatnonzero(observed)
-    numerator[rows, observed_value[rows]] += inverse_factorial[rows]
-    denominator = a * n + inverse_factorial + matched_mass[segment]
-    posterior = numerator / denominator[:, None]
-    single = n == 1  # one respondent, one tuple (the formula agrees; kept exact)
-    posterior[single] = count[single]
-    return posterior if N else np.zeros((0, counts.shape[1]))
+    posterior = np.empty((N, m))
+    for lo in range(0, N, _BLOCK):
+        hi = min(lo + _BLOCK, N)
+        seg = segment[lo:hi]
+        match = matched[lo:hi]
+        count = counts[seg]  # m_t of the respondent's group
+        n = sizes[seg]
+        others = matched_mass[seg] - (match * count).sum(axis=1)  # X_i
+        pairs = np.maximum(n - 1.0, 1.0)[:, None]
+        numerator = count * (a + match + (others[:, None] - column[seg] + match) / pairs)
+        value = observed_value[lo:hi]
+        observed = value >= 0
+        inverse_factorial = np.where(observed, np.exp(-gammaln(np.maximum(n, 1.0))), 0.0)  # 1/(n−1)!
+        rows = np.flatnonzero(observed)
+        numerator[rows, value[rows]] += inverse_factorial[rows]
+        denominator = a * n + inverse_factorial + matched_mass[seg]
+        block = numerator / denominator[:, None]
+        single = n == 1  # one respondent, one tuple (the formula agrees; kept exact)
+        block[single] = count[single]
+        posterior[lo:hi] = block
+    return posterior
 
 
 # ---------------------------------------------------------------------------- whole publication

@@ -129,15 +129,34 @@ class BayFrameKnowledgeParams:
 
 class Memory:
     """Per respondent: the posteriors of its last two publications with their times, and the last
-    prior it was given. Ids are kept sorted; rows grow as new respondents appear."""
+    prior it was given. Rows are slots in append-only arrays with spare capacity (a new respondent
+    gets the next free slot; growing copies the arrays only when the capacity is used up, doubling
+    it), found through the sorted ids and the slot of each (``ids``, ``slot``): the time of adding
+    respondents is that of the new ones, not of the whole memory (issue #28)."""
+
+    NEVER = np.iinfo(np.int64).min // 2
 
     def __init__(self, m: int):
         self.m = m
-        self.ids = np.empty(0, dtype=np.int64)
+        self.ids = np.empty(0, dtype=np.int64)  # sorted
+        self.slot = np.empty(0, dtype=np.int64)  # row of each sorted id
+        self.size = 0
         self.post = np.zeros((0, 2, m))  # [:, 0] the last posterior, [:, 1] the one before
-        self.time = np.full((0, 2), np.iinfo(np.int64).min // 2, dtype=np.int64)
+        self.time = np.full((0, 2), self.NEVER, dtype=np.int64)
         self.prior = np.zeros((0, m))
         self.has_prior = np.zeros(0, dtype=bool)
+
+    def _reserve(self, need: int) -> None:
+        cap = len(self.time)
+        if need <= cap:
+            return
+        cap = max(need, 2 * cap) if cap else 2 * need  # np.zeros pages unused rows lazily
+        size, m = self.size, self.m
+        post, prior = np.zeros((cap, 2, m)), np.zeros((cap, m))
+        time, has_prior = np.full((cap, 2), self.NEVER, dtype=np.int64), np.zeros(cap, dtype=bool)
+        post[:size], prior[:size] = self.post[:size], self.prior[:size]
+        time[:size], has_prior[:size] = self.time[:size], self.has_prior[:size]
+        self.post, self.prior, self.time, self.has_prior = post, prior, time, has_prior
 
     def rows(self, ids: np.ndarray, add: bool = False) -> np.ndarray:
         """Row of each id (-1 when unknown; with ``add``, unknown ids get new rows)."""
@@ -145,18 +164,18 @@ class Memory:
         if add:
             new = np.setdiff1d(ids, self.ids)
             if len(new):
+                grow = len(new)
+                self._reserve(self.size + grow)
+                slots = np.arange(self.size, self.size + grow, dtype=np.int64)
+                self.size += grow
                 merged = np.concatenate([self.ids, new])
                 order = np.argsort(merged, kind="stable")
-                grow = len(new)
                 self.ids = merged[order]
-                self.post = np.concatenate([self.post, np.zeros((grow, 2, self.m))])[order]
-                self.time = np.concatenate([self.time, np.full((grow, 2), np.iinfo(np.int64).min // 2)])[order]
-                self.prior = np.concatenate([self.prior, np.zeros((grow, self.m))])[order]
-                self.has_prior = np.concatenate([self.has_prior, np.zeros(grow, dtype=bool)])[order]
+                self.slot = np.concatenate([self.slot, slots])[order]
         if len(self.ids) == 0:
             return np.full(len(ids), -1, dtype=np.int64)
         pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return np.where(self.ids[pos] == ids, pos, -1)
+        return np.where(self.ids[pos] == ids, self.slot[pos], -1)
 
 
 class BayFrameKnowledge(Knowledge):

@@ -33,9 +33,10 @@ from cdpbench.errors import ConfigError, require
 from cdpbench.plugin import ModelContext, PrivacyModel
 
 from ..knowledge.kernel import _check_bandwidth, kernel_prior
-from ..estimators.omega import omega_posterior
+from ..estimators.frequency import group_counts
 
 _TOLERANCE = 1e-12
+_BLOCK = 1 << 14  # rows per block of the distances: a block's [rows, m] temporaries stay in cache (issue #28)
 
 
 def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -47,6 +48,48 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     mid = 0.5 * (p + q)
     js = 0.5 * (rel_entr(p, mid).sum(axis=-1) + rel_entr(q, mid).sum(axis=-1)) / np.log(2.0)
     return np.clip(js, 0.0, 1.0)
+
+
+def omega_distances(
+    weights: np.ndarray, sensitive: np.ndarray, segment: np.ndarray, n_groups: int, n_values: int
+) -> np.ndarray:
+    """``[n]`` :func:`js_divergence` of each prior row ``weights[i]`` and its Ω-estimate posterior
+    (:func:`cdpbench_classic.estimators.omega.omega_posterior`, the same floats), a block of rows at a time:
+    a row's posterior depends on its own prior row and its group's sums only, and the per-group sums
+    Σ_{r' ∈ Q} p(r', s) are one ``np.bincount`` per value (the additions of omega_posterior's flat
+    ``bincount``, in row order from 0). The whole-array form allocated several fresh ``[n, m]`` arrays
+    (page faults and cache misses at 10^6 records: n^1.24 from 10^5 to 10^6)."""
+    segment = np.asarray(segment, dtype=np.int64)
+    n, m = len(segment), int(n_values)
+    G = int(n_groups)
+    counts = group_counts(sensitive, segment, n_groups, m).astype(float)  # n(s) per group
+    size = np.maximum(counts.sum(axis=1), 1.0)  # |Q|, 1 for an empty group
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n, m):
+        raise ValueError(f"weights must have shape (n, n_values) = ({n}, {m}); got {w.shape}")
+    column = np.empty((G, m))
+    for s in range(m):
+        column[:, s] = np.bincount(segment, weights=w[:, s], minlength=G)
+    out = np.empty(n)
+    for lo in range(0, n, _BLOCK):
+        hi = min(lo + _BLOCK, n)
+        seg, prior = segment[lo:hi], w[lo:hi]
+        omega = counts[seg]
+        omega *= prior
+        col = column[seg]
+        has_mass = col > 0
+        np.divide(omega, col, out=omega, where=has_mass)
+        if not has_mass.all():  # a value nobody's prior allows: its tuples are shared evenly
+            i, s = np.nonzero(~has_mass)
+            omega[i, s] = counts[seg[i], s] / size[seg[i]]
+        total = omega.sum(axis=1, keepdims=True)
+        positive = total > 0
+        np.divide(omega, total, out=omega, where=positive)
+        if not positive.all():  # Ω(r, ·) = 0 everywhere: the group's frequencies
+            i = np.flatnonzero(~positive[:, 0])
+            omega[i] = counts[seg[i]] / size[seg[i]][:, None]
+        out[lo:hi] = js_divergence(prior, omega)
+    return out
 
 
 @dataclass
@@ -85,8 +128,7 @@ class BTPrivacy(PrivacyModel):
                 "bt_privacy needs the per-record kernel prior: call prepare(release, ctx) before "
                 "accepts/verify (the group batch has no prior)"
             )
-        posterior = omega_posterior(batch.prior, batch.sensitive, batch.segment, batch.n_groups, batch.n_values)
-        return js_divergence(batch.prior, posterior)
+        return omega_distances(batch.prior, batch.sensitive, batch.segment, batch.n_groups, batch.n_values)
 
     def group_distances(self, batch: GroupBatch) -> np.ndarray:
         """``[n_groups]`` largest distance over each group's records (0 for an empty group)."""

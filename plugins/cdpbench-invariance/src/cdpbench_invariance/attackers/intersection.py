@@ -44,6 +44,8 @@ import numpy as np
 from cdpbench.data import PublicView
 from cdpbench.plugin import AttackContext, Attacker, AttackResult
 
+_BLOCK = 1 << 14  # rows per block: a block's [rows, m] temporaries stay in cache (issue #28)
+
 
 class IntersectionAttacker(Attacker):
     """Collusion attack (slicedBucket Def. 1): intersect each respondent's signature with its earlier ones."""
@@ -55,24 +57,42 @@ class IntersectionAttacker(Attacker):
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         respondent = np.asarray(view.respondent, dtype=np.int64)
         counts = view.expected_group_counts()  # [G, m] tuples of each value per group (expected, angelized)
-        signature = counts[view.group] > 0  # [p, m] S_r(v) of each candidate row
-        own = signature.sum(axis=1)
-        best = signature.copy()  # C(v): S_r(v) until a smaller non-empty intersection is found
-        best_size = own.copy()
+        group = np.asarray(view.group)
+        N, m = len(respondent), counts.shape[1]
         real = respondent >= 0
-        for ids, past in reversed(self.past):  # most recent first: ties keep the most recent release
+        # where each respondent stands in every earlier view (most recent first: ties keep the most recent
+        # release); the queries go to searchsorted in increasing order, which keeps its search cache-friendly
+        ascending = np.argsort(respondent, kind="stable")
+        lookups = []
+        for ids, past in reversed(self.past):
             if len(ids) == 0:
                 continue
-            pos = np.minimum(np.searchsorted(ids, respondent), len(ids) - 1)
-            found = real & (ids[pos] == respondent)
-            rows = np.flatnonzero(found)
-            inter = signature[rows] & past[pos[rows]]
-            size = inter.sum(axis=1)
-            better = (size > 0) & (size < best_size[rows])
-            best[rows[better]] = inter[better]
-            best_size[rows[better]] = size[better]
-        weight = np.where(best, counts[view.group], 0).astype(float)
-        posterior = weight / weight.sum(axis=1, keepdims=True)
+            pos = np.empty(N, dtype=np.int64)
+            pos[ascending] = np.searchsorted(ids, respondent[ascending])
+            pos = np.minimum(pos, len(ids) - 1)
+            lookups.append((past, pos, real & (ids[pos] == respondent)))
+        # every row's candidate set depends on its own row only: a block of rows at a time
+        signature = np.empty((N, m), dtype=bool)  # S_r(v) of each candidate row
+        posterior = np.empty((N, m))
+        own = np.empty(N, dtype=np.int64)
+        best_size = np.empty(N, dtype=np.int64)
+        for lo in range(0, N, _BLOCK):
+            hi = min(lo + _BLOCK, N)
+            block_counts = counts[group[lo:hi]]
+            block_signature = block_counts > 0
+            block_own = block_signature.sum(axis=1)
+            best = block_signature.copy()  # C(v): S_r(v) until a smaller non-empty intersection is found
+            size_best = block_own.copy()
+            for past, pos, found in lookups:
+                rows = np.flatnonzero(found[lo:hi])
+                inter = block_signature[rows] & past[pos[lo:hi][rows]]
+                size = inter.sum(axis=1)
+                better = (size > 0) & (size < size_best[rows])
+                best[rows[better]] = inter[better]
+                size_best[rows[better]] = size[better]
+            weight = np.where(best, block_counts, 0).astype(float)
+            posterior[lo:hi] = weight / weight.sum(axis=1, keepdims=True)
+            signature[lo:hi], own[lo:hi], best_size[lo:hi] = block_signature, block_own, size_best
         order = np.argsort(respondent[real], kind="stable")
         self.past.append((respondent[real][order], signature[real][order]))
         n = max(int(real.sum()), 1)
