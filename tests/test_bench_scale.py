@@ -1,0 +1,84 @@
+"""The scale benchmark (benchmarks/bench_scale.py, issue #28) measures what it promises: every
+plugin of the kinds it covers has a row, every row of the README's table is a measured component,
+and a small run writes a status, a time and a peak for each component of its case."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdpbench.registry import default_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_scale"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _bench()
+
+
+def test_every_anonymizer_verifier_and_metric_is_measured_by_one_case(bench):
+    reg = default_registry()
+    reported = [k for c in bench.CASES for k in c.reports]
+    assert len(reported) == len(set(reported)), "a component is reported by two cases"
+    for kind, prefix in (("anonymizer", "anonymizer"), ("privacy_model", "verifier"), ("metric", "metric")):
+        missing = sorted(set(reg.names(kind)) - {k.split("/", 1)[1] for k in reported if k.startswith(prefix + "/")})
+        assert not missing, f"{kind}(s) {missing} are in no case of benchmarks/bench_scale.py"
+
+
+def test_every_attacker_plugin_is_measured(bench):
+    reg = default_registry()
+    argv = " ".join(a for c in bench.CASES for a in c.overrides)
+    for name in reg.names("attacker"):
+        assert f"attacker={name}" in argv or f"name:{name}" in argv, f"attacker {name!r} is in no case"
+
+
+def test_the_readme_table_has_one_row_per_measured_component(bench):
+    spec = yaml.safe_load((ROOT / "experiments" / "tables" / "scale.yaml").read_text())
+    rows = [r["where"]["run"] for r in spec["tables"]["scale"]["rows"]]
+    assert rows == [k for c in bench.CASES for k in c.reports]
+
+
+def test_the_slope_is_the_exponent_of_a_power_law(bench):
+    assert bench.slope([10_000, 100_000, 1_000_000], [0.01, 0.1, 1.0]) == pytest.approx(1.0)
+    assert bench.slope([100_000, 1_000_000], [0.5, 50.0]) == pytest.approx(2.0)
+    assert bench.slope([100_000], [1.0]) != bench.slope([100_000], [1.0])  # nan: one point
+
+
+def test_a_small_run_reports_time_status_and_peak_of_every_component(tmp_path):
+    out = tmp_path / "scale.csv"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--sizes", "2000", "4000",
+                           "--cases", "churn_mondrian_k", "churn_m_invariance", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.DictReader(out.open()))
+    got = {(r["run"], r["metric"], int(r["step"])): float(r["value"]) for r in rows}
+    keys = [k for c in _bench().CASES if c.name in ("churn_mondrian_k", "churn_m_invariance") for k in c.reports]
+    for key in keys:
+        for n in (2000, 4000):
+            assert got[(key, "status", n)] == 0
+            assert got[(key, "wall_s", n)] >= 0
+            assert 50 < got[(key, "peak_mb", n)] < 4096
+            assert got[(key, "records", n)] == n + n // 80  # release 2: + 10 % - 8.75 %
+        assert (key, "exponent", 0) in got  # nan: 10^6 was not run
+    assert got[("anonymizer/m_invariance", "wall_s", 4000)] > 0
+
+
+def test_an_unknown_case_is_refused_with_the_known_ones():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--cases", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown case(s) ['nope']" in proc.stderr and "churn_mondrian_k" in proc.stderr
