@@ -58,9 +58,18 @@ def omega_posterior(
     # Σ_{r' ∈ Q} p(r', s): one bincount over the flattened (group, value) index
     flat = (segment[:, None] * m + np.arange(m)).ravel()
     column = np.bincount(flat, weights=w.ravel(), minlength=int(n_groups) * m).reshape(int(n_groups), m)
-    # [n, m] arrays made in place, one gather each from the [groups, m] tables
+    return omega_rows(segment, w, counts, column, size)
+
+
+def omega_rows(segment: np.ndarray, prior: np.ndarray, counts: np.ndarray, column: np.ndarray,
+               size: np.ndarray) -> np.ndarray:
+    """``[r, m]`` Ω-estimate posteriors of the rows ``prior`` (groups ``segment``) from their groups'
+    tables: ``counts`` n(s), ``column`` Σ_{r' ∈ Q} p(r', s) and ``size`` |Q| (``[groups, m]``,
+    ``[groups, m]``, ``[groups]``). A row depends on its own prior and its group's sums only, so
+    any block of rows gives the floats of the whole. The ``[r, m]`` arrays are made in place, one
+    gather each from the tables."""
     omega = counts[segment]
-    omega *= w
+    omega *= prior
     col = column[segment]
     has_mass = col > 0
     np.divide(omega, col, out=omega, where=has_mass)

@@ -34,6 +34,7 @@ from cdpbench.plugin import ModelContext, PrivacyModel
 
 from ..knowledge.kernel import _check_bandwidth, kernel_prior
 from ..estimators.frequency import group_counts
+from ..estimators.omega import omega_rows
 
 _TOLERANCE = 1e-12
 _BLOCK = 1 << 14  # rows per block of the distances: a block's [rows, m] temporaries stay in cache (issue #28)
@@ -73,22 +74,8 @@ def omega_distances(
     out = np.empty(n)
     for lo in range(0, n, _BLOCK):
         hi = min(lo + _BLOCK, n)
-        seg, prior = segment[lo:hi], w[lo:hi]
-        omega = counts[seg]
-        omega *= prior
-        col = column[seg]
-        has_mass = col > 0
-        np.divide(omega, col, out=omega, where=has_mass)
-        if not has_mass.all():  # a value nobody's prior allows: its tuples are shared evenly
-            i, s = np.nonzero(~has_mass)
-            omega[i, s] = counts[seg[i], s] / size[seg[i]]
-        total = omega.sum(axis=1, keepdims=True)
-        positive = total > 0
-        np.divide(omega, total, out=omega, where=positive)
-        if not positive.all():  # Ω(r, ·) = 0 everywhere: the group's frequencies
-            i = np.flatnonzero(~positive[:, 0])
-            omega[i] = counts[seg[i]] / size[seg[i]][:, None]
-        out[lo:hi] = js_divergence(prior, omega)
+        prior = w[lo:hi]
+        out[lo:hi] = js_divergence(prior, omega_rows(segment[lo:hi], prior, counts, column, size))
     return out
 
 
