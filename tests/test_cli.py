@@ -95,7 +95,7 @@ def test_a_run_without_tracking_is_recorded_later(cli, mlflow_client):
     "overrides, message",
     [
         (["privacy_model.k=0"], "error: privacy_model.k must be an integer >= 1 (got 0)"),
-        (["anonymizer=mondrain"], "error: unknown anonymizer 'mondrain'; installed: bcf, bkaa, cell, js_reduce, ksaa, m_invariance, mondrian, sliced_bucket, tau_safe_lk, tau_safety, tds, tds4asr"),
+        (["anonymizer=mondrain"], "error: unknown anonymizer 'mondrain'; installed: bcf, bkaa, cell, js_reduce, ksaa, m_invariance, mondrian, partitioned_mondrian, sliced_bucket, tau_safe_lk, tau_safety, tds, tds4asr"),
         (["-m", "privacy_model=k_anonymity,l_divers"], "error: unknown privacy_model 'l_divers'; installed: "),
         (["privacy_model=t_closeness", "privacy_model.t=1.5"], "error: privacy_model.t must be"),
         (["dataset.initial=0"], "error: dataset.initial must be"),

@@ -27,7 +27,11 @@ from conftest import CDPBENCH, REPO
 
 pytestmark = pytest.mark.slow
 FAULTY = str(Path(__file__).parent / "faulty")
-SWEEP = ["-m", "dataset=faulty", "dataset.tag=1,2,3,4,5,6", "dataset.sleep=0.7", "progress=false"]
+# Ten jobs: the signal comes once two have finished, so eight jobs (about 17 s) of slack remain for a
+# test process starved by a loaded machine (with six, a full run once saw the sweep end first)
+JOBS = 10
+SWEEP = ["-m", "dataset=faulty", f"dataset.tag={','.join(str(t) for t in range(1, JOBS + 1))}", "dataset.sleep=0.7",
+         "progress=false"]
 LAUNCHERS = {
     "basic": [],
     "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
@@ -96,7 +100,7 @@ def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_
         if t not in finished:
             assert r.info.status == "FAILED"
             assert r.data.tags["cdpbench.error"] in ("the job did not end: the sweep was interrupted", "interrupted")
-    assert int(parent.data.tags["cdpbench.failed_jobs"]) == 6 - len(finished)
+    assert int(parent.data.tags["cdpbench.failed_jobs"]) == JOBS - len(finished)
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".run.json.")]  # no half-written record
 
 
