@@ -27,11 +27,7 @@ from conftest import CDPBENCH, REPO
 
 pytestmark = pytest.mark.slow
 FAULTY = str(Path(__file__).parent / "faulty")
-# Ten jobs: the signal comes once two have finished, so eight jobs (about 17 s) of slack remain for a
-# test process starved by a loaded machine (with six, a full run once saw the sweep end first)
-JOBS = 10
-SWEEP = ["-m", "dataset=faulty", f"dataset.tag={','.join(str(t) for t in range(1, JOBS + 1))}", "dataset.sleep=0.7",
-         "progress=false"]
+SWEEP = ["-m", "dataset=faulty", "dataset.tag=1,2,3,4,5,6", "dataset.sleep=0.7", "progress=false"]
 LAUNCHERS = {
     "basic": [],
     "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
@@ -67,6 +63,8 @@ def _runs(client) -> list:
 def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_path, mlflow_client, launcher, sig):
     if launcher == "ray":
         pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="the ray extra is not installed")
+    if signal.getsignal(sig) is signal.SIG_IGN:  # e.g. the tests run under nohup: cdpbench keeps it, by design
+        pytest.skip(f"{signal.Signals(sig).name} is ignored in this process (nohup?), and cdpbench keeps an inherited ignore")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     proc = subprocess.Popen([str(CDPBENCH), *SWEEP, *LAUNCHERS[launcher]], cwd=tmp_path, env=_env(uri),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -100,7 +98,7 @@ def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_
         if t not in finished:
             assert r.info.status == "FAILED"
             assert r.data.tags["cdpbench.error"] in ("the job did not end: the sweep was interrupted", "interrupted")
-    assert int(parent.data.tags["cdpbench.failed_jobs"]) == JOBS - len(finished)
+    assert int(parent.data.tags["cdpbench.failed_jobs"]) == 6 - len(finished)
     assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".run.json.")]  # no half-written record
 
 
