@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cdpbench.beliefs import BeliefSums, checked_prior, entropy
+from cdpbench.beliefs import BeliefSums, checked_prior, entropy, js_divergence
 from cdpbench.data import GroupBatch, Publication, Release
 from cdpbench.errors import DataError, require
 from cdpbench.plugin import GroupExtension, ModelContext, PrivacyModel, VerifyReport
@@ -76,56 +76,6 @@ class JSimilarityParams:
             self.j,
         )
         require(_is_number(self.beta) and self.beta > 0, "beta", "a number > 0", self.beta)
-
-
-# ---------------------------------------------------------------------------- the divergence, by blocks
-_BLOCK = 1 << 14  # rows per block: the block's temporaries stay in cache (and below malloc's mmap threshold)
-
-
-def _block_entropy(p_of, n: int, base: float) -> np.ndarray:
-    """``[n]`` :func:`cdpbench.beliefs.entropy` of the rows ``p_of(lo, hi)`` gives, a block of rows at a time
-    (each row's entropy depends on that row alone: the same floats as one call on every row)."""
-    out = np.empty(n)
-    for lo in range(0, n, _BLOCK):
-        hi = min(lo + _BLOCK, n)
-        out[lo:hi] = entropy(p_of(lo, hi), base)
-    return out
-
-
-def js_divergence(beliefs: np.ndarray, segment: np.ndarray, n_groups: int, base: float = 2.0) -> np.ndarray:
-    """:func:`cdpbench.beliefs.js_divergence` (Eq. 6, w_i = 1/|Q|), the same floats, without its ``[n, m]``
-    temporaries: the normalized rows (:func:`cdpbench.beliefs.normalized_beliefs`: ``b / total``, an all-zero
-    row uniform) and their entropies are computed a block of rows at a time, and each column's per-group
-    sum is one ``np.bincount`` over the records (the same additions, in record order from 0, as the core's
-    flat ``bincount``; its ``[G]`` accumulator stays in cache). At 10^6 records the core's form allocates
-    several fresh 150 MB arrays (page faults, cache misses): its time grew as n^1.37 from 10^5 to 10^6."""
-    segment = np.asarray(segment, dtype=np.int64)
-    b = np.asarray(beliefs, dtype=float)
-    n, m = b.shape
-    G = int(n_groups)
-    total = b.sum(axis=1)
-    positive = total > 0
-    safe = np.where(positive, total, 1.0)
-    fill = 1.0 / max(m, 1)
-    all_positive = bool(positive.all())
-
-    def normalized(lo: int, hi: int) -> np.ndarray:
-        block = b[lo:hi] / safe[lo:hi, None]
-        if not all_positive:
-            block = np.where(positive[lo:hi, None], block, fill)
-        return block
-
-    per = np.maximum(np.bincount(segment, minlength=G), 1).astype(float)
-    mean = np.empty((G, m))
-    for s in range(m):
-        column = b[:, s] / safe
-        if not all_positive:
-            column = np.where(positive, column, fill)
-        mean[:, s] = np.bincount(segment, weights=column, minlength=G)
-    mean /= per[:, None]
-    mean_entropy = np.bincount(segment, weights=_block_entropy(normalized, n, base), minlength=G) / per
-    mean_h = _block_entropy(lambda lo, hi: mean[lo:hi], G, base)
-    return np.maximum(mean_h - mean_entropy, 0.0)
 
 
 # ---------------------------------------------------------------------------- beta-likeness
