@@ -44,6 +44,16 @@ every few hundred records and advanced together, and the scan from the first rec
 sizes they judged (:func:`_greedy_starts_running`; the same groups). The merge then keeps the
 model's running statistics over the groups near the leftovers only, with more groups when a
 placement cannot be proven to be the one over all groups (:func:`_merge_leftovers_near`).
+
+With the ``js_reduce`` model and classic's t-closeness (``equal`` or ``ordered`` ground distance),
+the prefix judgment and the leftover merge (the loop over the leftovers, one after the other) run
+as compiled loops (:mod:`cdpbench_jsreduce.merge_kernel`, numba, imported when a scan runs, its
+compilation cached on disk; issue #28: one bkseq view <= 0.2 s). They keep the running sums with
+NumPy's very additions; only an EMD and an entropy are computed otherwise (a sequential sum, the C
+library's ``log2``), so a decision is taken from them only when they are farther than a margin
+from their bound, and any other is made by the NumPy code (:data:`MERGE_COUNTS` counts those):
+the groups are the same, bit for bit. Without numba (or with :data:`COMPILED` off) the NumPy code
+does it all.
 """
 
 from __future__ import annotations
@@ -223,7 +233,7 @@ def greedy_partition(
     stats = {"accepts_calls": 0, "n_groups": 0, "leftovers": 0, "merged": 0, "set_aside": 0}
     members: list[np.ndarray] = []  # the rows of each group, in order of creation
     aside: list[int] = []  # start records set aside (max_group > 0)
-    prefixes = prefix_judge(extension)
+    prefixes = _compiled_prefixes(prefix_judge(extension))
     if prefixes is not None:  # the model judges every prefix of many starts at once
         starts, sizes, at_aside, start = _greedy_starts_running(order, prefixes, accepts, window, max_group, stats)
         group[order[_spans(np.asarray(starts, dtype=np.int64), np.asarray(sizes, dtype=np.int64))]] = np.repeat(
@@ -420,9 +430,11 @@ def _merge_leftovers_near(
         # many groups (a large release): judge them nearest first, in blocks, where the extension
         # can judge a few groups alone; few groups: one judgment of all is cheaper than several
         blocks = len(near) > _NEAREST_FIRST_FROM and type(ext).accepts_plus_among is not GroupExtension.accepts_plus_among
-        merge_leftovers_extension(
-            rest, local, ext, _distance_along_order(order, kept), stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
-        )
+        distance = _distance_along_order(order, kept)
+        if blocks or not _merge_compiled(rest, local, ext, position, first[near], last[near], distance, stats):
+            merge_leftovers_extension(
+                rest, local, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
+            )
         chosen = local[rest]
         good = len(rest)
         if len(near) < n_groups:
@@ -442,7 +454,155 @@ def _merge_leftovers_near(
     return sum(len(v) for v in joined.values())
 
 
+# per process: leftovers placed by the compiled merge ("compiled") and handed to the NumPy judgment (a near
+# tie: "fallback"); rows of the scan's prefix judgment judged again by NumPy ("prefix_fallback")
+MERGE_COUNTS = {"compiled": 0, "fallback": 0, "prefix_fallback": 0}
 _MERGE_REACH = (8, 64)  # groups kept on either side of each leftover for the merge (then all)
+
+
+COMPILED = True  # the scan's prefix judgment and the merge by the compiled loops when numba imports (False: NumPy)
+_KERNEL: list = []  # the imported kernel (or None when numba is missing), once per process
+
+
+def compiled_merge():
+    """:func:`~cdpbench_jsreduce.merge_kernel.merge_run` (numba, imported on first use, its
+    compilation cached on disk), or None when :data:`COMPILED` is off or numba does not import:
+    the NumPy loop (:func:`~cdpbench.greedy.merge_leftovers_extension`) then places the leftovers
+    and the model's own ``accepts_prefixes`` judges the scan's prefixes."""
+    if not COMPILED:
+        return None
+    if not _KERNEL:
+        try:
+            from ..merge_kernel import merge_run
+        except Exception:  # numba missing or broken: the NumPy loop gives the same groups
+            merge_run = None
+        _KERNEL.append(merge_run)
+    return _KERNEL[0]
+
+
+# classic's t-closeness, recognized by its classes' names (plugins never import each other's modules)
+_T_CLOSENESS = ("cdpbench_classic.privacy_models.t_closeness", "TCloseness", "ClosenessExtension")
+_T_CLOSENESS_TOL = 1e-12  # its slack in EMD <= t + slack (t_closeness._TOL; the tests check they agree)
+
+
+def _is_class(obj, module: str, name: str) -> bool:
+    return type(obj).__module__ == module and type(obj).__qualname__ == name
+
+
+def _kernel_state(ext: GroupExtension) -> tuple | None:
+    """The arrays and bounds the compiled loops read (and the merge updates in place), from the
+    js_reduce model's running statistics with classic's t-closeness (``equal`` or ``ordered``
+    ground distance; its ``ClosenessExtension``: ``counts``, ``sensitive``, ``table``, ``ctx``,
+    ``model``) — or None for any other extension (a subclass, another model or ground distance):
+    the NumPy code then judges."""
+    from ..privacy_models import js_reduce as js
+
+    if type(ext) is not js.JSExtension:
+        return None
+    closeness = ext.closeness
+    module, model_class, extension_class = _T_CLOSENESS
+    if not (_is_class(closeness, module, extension_class) and _is_class(closeness.model, module, model_class)):
+        return None
+    params = closeness.model.params
+    if params.distance not in ("equal", "ordered"):
+        return None
+    sums = ext.sums
+    table = np.asarray(closeness.ctx.table_distribution, dtype=float)
+    m = sums.mass.shape[1]
+    if sums.base != 2.0 or table.shape != (m,) or closeness.counts.dtype != np.int64 or closeness.counts.shape != sums.mass.shape:
+        return None  # (a wrong table shape: the NumPy code raises the model's error)
+    return (
+        np.ascontiguousarray(sums.rho), np.ascontiguousarray(sums.rho_entropy), sums.mass, sums.entropy_sum, sums.size_plus,
+        ext.large_plus, ext.k, ext.j + js._TOL, closeness.counts, np.ascontiguousarray(closeness.sensitive, dtype=np.int64),
+        np.ascontiguousarray(table), params.t + _T_CLOSENESS_TOL, params.k, params.distance == "ordered",
+    )
+
+
+def _compiled_prefixes(prefixes: PrefixJudge | None) -> PrefixJudge | None:
+    """The model's prefix judgment (``JSExtension.accepts_prefixes``) by the compiled loop
+    (:func:`~cdpbench_jsreduce.merge_kernel.judge_prefixes`) when numba imports and the extension is
+    one the kernel knows, else ``prefixes`` itself. A row of the judgment with an undecided prefix
+    (an EMD or divergence within the kernel's margin of its bound) is judged again by ``prefixes``
+    (NumPy; a row's running sums depend on its own records only, so its floats are those of the
+    whole judgment): the same booleans, bit for bit. :data:`MERGE_COUNTS` counts those rows."""
+    ext = getattr(prefixes, "__self__", None)
+    state = None if ext is None else _kernel_state(ext)
+    if state is None or compiled_merge() is None:
+        return prefixes
+    from .. import merge_kernel
+
+    rho, rho_entropy, *_, k, js_bound, _counts, sensitive, table, emd_bound, inner_k, ordered = state
+
+    def judge(rows: np.ndarray) -> np.ndarray:
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        out = np.empty(rows.shape, dtype=np.int8)
+        merge_kernel.judge_prefixes(rows, rho, rho_entropy, k, js_bound, sensitive, table, emd_bound, inner_k, ordered, merge_kernel.MARGIN, out)
+        ok = out == 1
+        for b in np.flatnonzero((out == 2).any(axis=1)):
+            ok[b] = np.asarray(prefixes(rows[b : b + 1]), dtype=bool)[0]
+            MERGE_COUNTS["prefix_fallback"] += 1
+        return ok
+
+    return judge
+
+
+def _refresh_closeness(ext: GroupExtension, dirty: np.ndarray) -> None:
+    """The rows of t-closeness's judgment table (``ClosenessExtension.table``: may group g take one
+    more record of value v) of the groups the compiled merge grew: what ``ClosenessExtension.add``
+    computes for them, all in one judgment (as its constructor does)."""
+    grown = np.flatnonzero(dirty)
+    if len(grown) == 0:
+        return
+    closeness = ext.closeness
+    unit = closeness._unit
+    m = unit.shape[0]
+    candidates = (closeness.counts[grown][:, None, :] + unit[None, :, :]).reshape(-1, m)
+    closeness.table[grown] = closeness._judge(candidates).reshape(-1, m)
+    dirty[grown] = False
+
+
+def _merge_compiled(
+    rest: np.ndarray, local: np.ndarray, ext: GroupExtension, position: np.ndarray, first: np.ndarray, last: np.ndarray,
+    distance: GroupDistance, stats: dict,
+) -> bool:
+    """:func:`~cdpbench.greedy.merge_leftovers_extension` (``all_at_once``, ties to the later
+    group) by the compiled loop (:mod:`cdpbench_jsreduce.merge_kernel`): ``local[r]`` the group of
+    each leftover ``r`` of ``rest`` (index into the groups of ``ext``; -1 none), the same groups bit
+    for bit. A leftover whose nearest candidate group the compiled floats cannot decide (a
+    divergence or EMD within the kernel's margin of its bound) is judged by the NumPy loop itself,
+    then the compiled loop goes on; :data:`MERGE_COUNTS` counts both. ``first``/``last``: the
+    positions along the order of each group's first and last member. Returns False (nothing done)
+    when numba does not import or the extension is not one the kernel knows."""
+    state = _kernel_state(ext)
+    kernel = None if state is None or len(first) == 0 else compiled_merge()
+    if kernel is None:
+        return False
+    if not ((first <= last).all() and (last[:-1] < first[1:]).all()):
+        return False  # the nearest-first walk needs disjoint spans in order (the scan's groups are)
+    from ..merge_kernel import MARGIN
+
+    rest = np.ascontiguousarray(rest, dtype=np.int64)
+    chosen = np.full(len(rest), -1, dtype=np.int64)
+    dirty = np.zeros(len(first), dtype=bool)
+    first = np.ascontiguousarray(first, dtype=np.int64)
+    last = np.ascontiguousarray(last, dtype=np.int64)
+    fallbacks = 0
+    i = 0
+    while i < len(rest):
+        i = kernel(rest, i, position, first, last, *state, MARGIN, chosen, dirty)
+        if i == len(rest):
+            break
+        _refresh_closeness(ext, dirty)  # the NumPy judgment reads the table
+        merge_leftovers_extension(rest[i : i + 1], local, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=True)
+        chosen[i] = local[rest[i]]
+        fallbacks += 1
+        i += 1
+    _refresh_closeness(ext, dirty)
+    local[rest] = chosen
+    stats["accepts_calls"] += len(rest) - fallbacks  # one judgment of every group per leftover, as all_at_once counts
+    MERGE_COUNTS["compiled"] += len(rest) - fallbacks
+    MERGE_COUNTS["fallback"] += fallbacks
+    return True
 
 
 def _distance_along_order(order: np.ndarray, members: list[np.ndarray]) -> GroupDistance:
