@@ -148,6 +148,23 @@ CASES: tuple[Case, ...] = (
          ("anonymizer=mondrian", "privacy_model=bt_privacy", "privacy_model.B=0.5", "privacy_model.t=0.8",
           "attacker=none", *NO_METRICS),
          ("verifier/bt_privacy",)),
+    # the peers' single-release models (issue #29); delta_presence and k_map against the churn base table, the
+    # release's public population (initial + insertions rows: 1.1 n at two releases)
+    Case("churn_mondrian_delta_disclosure", churn,
+         ("anonymizer=mondrian", "privacy_model=delta_disclosure", "privacy_model.delta=2.0", "privacy_model.k=4",
+          "attacker=none", *NO_METRICS),
+         ("verifier/delta_disclosure",)),
+    Case("churn_mondrian_alpha_k", churn,
+         ("anonymizer=mondrian", "privacy_model=alpha_k_anonymity", "privacy_model.alpha=0.5", "privacy_model.k=4",
+          "attacker=none", *NO_METRICS),
+         ("verifier/alpha_k_anonymity",)),
+    Case("churn_mondrian_delta_presence", churn,
+         ("anonymizer=mondrian", "privacy_model=delta_presence", "privacy_model.delta_max=0.95", "attacker=none",
+          *NO_METRICS),
+         ("verifier/delta_presence",)),
+    Case("churn_mondrian_k_map", churn,
+         ("anonymizer=mondrian", "privacy_model=k_map", "privacy_model.k=4", "attacker=none", *NO_METRICS),
+         ("verifier/k_map",)),
     # the snapshot adversary's other estimators (Mondrian + distinct 4-diversity)
     Case("churn_snapshot_configuration", churn,
          ("anonymizer=mondrian", "privacy_model=l_diversity", "privacy_model.l=4", "attacker=none",

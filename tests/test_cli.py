@@ -32,7 +32,7 @@ def histories(client, run):
 def test_plugins_lists_every_plugin_with_parameters(cli):
     out = cli("plugins").stdout
     for name in ["adult", "churn", "csv", "k_anonymity", "l_diversity", "t_closeness", "beta_likeness",
-                 "bt_privacy", "mondrian", "uniform", "kernel", "frequency", "omega", "snapshot",
+                 "bt_privacy", "delta_disclosure", "alpha_k_anonymity", "delta_presence", "k_map", "mondrian", "uniform", "kernel", "frequency", "omega", "snapshot",
                  "utility", "record_linkage", "kl_divergence", "query_error", "belief",
                  "bkseq", "dk", "spm", "ie", "configuration", "js_reduce", "sequential"]:
         assert f"  {name}  [" in out, name

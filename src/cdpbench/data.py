@@ -53,6 +53,10 @@ class Release:
     sensitive: np.ndarray  # int64 [n] codes into schema.sensitive.values
     time: np.ndarray | None = None  # int64 [n] per-record timestamp (cumulative releases)
     truth: dict[str, Any] = field(default_factory=dict)  # ground truth a synthetic data set exposes
+    #: float64 [N, d] the QI columns of the public population the respondents are drawn from
+    #: (encoded exactly like ``qi``; a superset of this release's records), for the models that
+    #: compare a publication with the population (δ-presence, k-map); None: not published
+    population: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.respondent)
@@ -87,6 +91,7 @@ class Release:
             self.sensitive[mask],
             None if self.time is None else self.time[mask],
             self.truth,
+            self.population,
         )
 
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
 from .data import GroupBatch, History, Publication, PublicView, Release
+from .errors import CdpbenchError
 from .kinds import ENTRY_POINT_GROUPS, GROUP_KINDS  # noqa: F401 - re-exported: the plugin contract's
 from .schema import Schema
 
@@ -74,6 +76,73 @@ class Plugin:
                                 f"plugins that reference others are created with Registry.create, which builds them")
 
 
+# ---------------------------------------------------------------------------- lean history
+class UnkeptHistory(History):
+    """The history handed to a component when no component of the run reads it (every one
+    declares ``uses_history = False``): the run keeps no release or publication (issue #28: at
+    10^6 records a release each kept release costs about 140 MB). ``len()`` still counts the
+    releases so far; reading ``releases`` or ``publications`` raises a
+    :class:`~cdpbench.errors.CdpbenchError` naming the reader, so a wrong declaration fails
+    loudly instead of answering from an empty history."""
+
+    def __init__(self, reader: str = "a component", released: list[int] | None = None):
+        self._reader = reader
+        self._released = released if released is not None else [0]  # shared by every reader's copy
+
+    def read_by(self, reader: str) -> "UnkeptHistory":
+        """The same (unkept) history, naming ``reader`` in its error."""
+        return UnkeptHistory(reader, self._released)
+
+    def advance(self) -> None:
+        """One more release done (what ``History.releases.append`` counts when kept)."""
+        self._released[0] += 1
+
+    def _refuse(self, what: str):
+        raise CdpbenchError(
+            f"{self._reader} read history.{what}, but it declares uses_history = False and so does every other "
+            f"component of this run, so the run keeps no history; a component that reads ctx.history must "
+            f"declare uses_history = True (the default)"
+        )
+
+    releases = property(lambda self: self._refuse("releases"))  # type: ignore[assignment]
+    publications = property(lambda self: self._refuse("publications"))  # type: ignore[assignment]
+
+    def __len__(self) -> int:
+        return self._released[0]
+
+    def __repr__(self) -> str:
+        return f"UnkeptHistory({self._released[0]} releases, not kept)"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+class LatestViewOnly(Sequence):
+    """``AttackContext.views`` of an attacker that declares ``uses_past_views = False``: the views
+    so far, of which only the latest (``views[-1]``) is kept. ``len()`` counts every view so far;
+    reading an earlier one raises a :class:`~cdpbench.errors.CdpbenchError` naming the attacker."""
+
+    def __init__(self, latest: PublicView, count: int, reader: str = "an attacker"):
+        self._latest, self._count, self._reader = latest, count, reader
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        i = index + self._count if index < 0 else index
+        if i == self._count - 1:
+            return self._latest
+        if not 0 <= i < self._count:
+            raise IndexError(f"view index {index} out of range ({self._count} views)")
+        raise CdpbenchError(
+            f"{self._reader} read the earlier view ctx.views[{index}], but it declares uses_past_views = False, so the "
+            f"run keeps only its latest view; an attacker that reads earlier views must declare "
+            f"uses_past_views = True (the default)"
+        )
+
+
 # ---------------------------------------------------------------------------- contexts
 @dataclass
 class ModelContext:
@@ -113,12 +182,15 @@ class PublishContext:
         """The privacy model as a predicate on candidate groups of ``release``:
         ``accepts(rows, segment, n_groups)`` judges the groups in which record ``rows[i]`` is in
         candidate group ``segment[i]``, with the defender's beliefs (``model_context.prior``)
-        riding along in the batch. Greedy anonymizers call it once per batch of candidates."""
+        riding along in the batch, and the records' exact QIs (``GroupBatch.qi``) when the model
+        declares ``needs_qi``. Greedy anonymizers call it once per batch of candidates."""
         model, mctx = self.privacy_model, self.model_context
         prior, sensitive, n_values = mctx.prior, release.sensitive, release.n_values
+        qi = release.qi if getattr(model, "needs_qi", False) else None  # exact QIs, only for a model that reads them
 
         def accepts(rows: np.ndarray, segment: np.ndarray, n_groups: int) -> np.ndarray:
-            batch = GroupBatch(sensitive[rows], segment, n_groups, n_values, None if prior is None else prior[rows])
+            batch = GroupBatch(sensitive[rows], segment, n_groups, n_values, None if prior is None else prior[rows],
+                               None if qi is None else qi[rows])
             return np.asarray(model.accepts(batch, mctx), dtype=bool)
 
         return accepts
@@ -295,9 +367,18 @@ class Estimator(Plugin):
 class PrivacyModel(Plugin):
     """A predicate on candidate groups and a verifier of whole publications
     (``cdpbench.privacy_models``). ``needs_prior``: the model reads per-record beliefs
-    (``GroupBatch.prior``), from the defender's knowledge or set by its own ``prepare``."""
+    (``GroupBatch.prior``), from the defender's knowledge or set by its own ``prepare``.
+    ``needs_qi``: the model reads the candidate records' exact QIs (``GroupBatch.qi``), e.g. to
+    find the box a group would be published with (δ-presence, k-map)."""
 
     needs_prior: ClassVar[bool] = False
+    needs_qi: ClassVar[bool] = False
+    #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
+    #: which is safe: the run then keeps every release and publication. A component that never
+    #: reads it declares False; when every component of a run (and every plugin they reference)
+    #: declares False, the run keeps none and hands out an :class:`UnkeptHistory`, which raises
+    #: if read.
+    uses_history: ClassVar[bool] = True
 
     def prepare(self, release: Release, ctx: ModelContext) -> None:
         """Called once per release before anonymization; a model that needs per-record beliefs
@@ -338,6 +419,12 @@ class Anonymizer(Plugin):
     """Publishes one release given history and defender beliefs (``cdpbench.anonymizers``)."""
 
     needs_prior: ClassVar[bool] = False
+    #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
+    #: which is safe: the run then keeps every release and publication. A component that never
+    #: reads it declares False; when every component of a run (and every plugin they reference)
+    #: declares False, the run keeps none and hands out an :class:`UnkeptHistory`, which raises
+    #: if read.
+    uses_history: ClassVar[bool] = True
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
         raise NotImplementedError
@@ -346,12 +433,25 @@ class Anonymizer(Plugin):
 class Attacker(Plugin):
     """Observes the publications one by one with its own knowledge (``cdpbench.attackers``)."""
 
+    #: the attacker reads earlier views in ``ctx.views`` (not only ``ctx.views[-1]``). True by
+    #: default, which is safe: the run keeps every view for it. An attacker that keeps what it
+    #: needs of earlier views on its instance, or none, declares False: the run then keeps only the
+    #: latest view for it (:class:`LatestViewOnly`, which raises if an earlier one is read).
+    uses_past_views: ClassVar[bool] = True
+
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         raise NotImplementedError
 
 
 class Metric(Plugin):
     """Numbers per release (``cdpbench.metrics``); ``compute`` returns ``{name: value}``."""
+
+    #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
+    #: which is safe: the run then keeps every release and publication. A component that never
+    #: reads it declares False; when every component of a run (and every plugin they reference)
+    #: declares False, the run keeps none and hands out an :class:`UnkeptHistory`, which raises
+    #: if read.
+    uses_history: ClassVar[bool] = True
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         raise NotImplementedError

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Iterator
 
 import numpy as np
+import pandas as pd
 
 from ..data import Release
 from ..errors import require
 from ..plugin import Dataset
-from .adult import QI_COLUMNS, adult_churn, adult_schema, check_adult_columns, check_counts
+from ..schema import Schema
+from .adult import QI_COLUMNS, ZIP_COLUMN, adult_schema, check_adult_columns, check_counts, load_adult
 from .churn_process import ChurnPlan, churn_process, plan_churn  # noqa: F401 - re-exported
 from .synthetic import synthetic_adult
 
@@ -103,14 +105,21 @@ class Churn(Dataset):
         ``initial + (releases - 1) * insertions`` rows the process uses, each a uniformly drawn
         Adult row (:func:`~cdpbench.datasets.synthetic.synthetic_adult`), drawn from ``rng`` before
         the first release.
+
+        Every release carries the public population (``Release.population``): the QIs of every
+        row of the base table (the pool the respondents are drawn from, a superset of each
+        release), one array shared by all releases, for δ-presence and k-map.
         """
         p = self.params
-        if p.base == "adult":
-            return adult_churn(p, rng, reinsertions=p.reinsertions, name="base table 'adult'")
         schema = adult_schema(p.qi, p.sensitive)
-        rows = p.initial + (p.releases - 1) * p.insertions
-        base = synthetic_adult(rows, [*p.qi, p.sensitive], rng)
-        return churn_process(
+        if p.base == "adult":
+            base = load_adult(with_zip=ZIP_COLUMN in p.qi)
+            name = "base table 'adult'"
+        else:
+            rows = p.initial + (p.releases - 1) * p.insertions
+            base = synthetic_adult(rows, [*p.qi, p.sensitive], rng)
+            name = "the synthetic base table"
+        releases = churn_process(
             base,
             schema,
             initial=p.initial,
@@ -120,5 +129,23 @@ class Churn(Dataset):
             reinsertions=p.reinsertions,
             releases=p.releases,
             rng=rng,
-            name="the synthetic base table",
+            name=name,
         )
+        return with_population(releases, population_qi(base, schema))
+
+
+def population_qi(base: pd.DataFrame, schema: Schema) -> np.ndarray:
+    """float64 ``[N, d]``: the QI columns of every row of ``base``, encoded as a release's ``qi``
+    (:meth:`Schema.encode`; respondent id = row position, as in :func:`churn_process`)."""
+    frame = base[[*schema.qi_names, schema.sensitive.name]].reset_index(drop=True)
+    frame.insert(0, schema.respondent, np.arange(len(frame), dtype=np.int64))
+    qi = schema.encode(frame, 0).qi
+    qi.flags.writeable = False  # one array shared by every release
+    return qi
+
+
+def with_population(releases: Iterator[Release], population: np.ndarray) -> Iterator[Release]:
+    """The releases, each with ``population`` as its public population table."""
+    for release in releases:
+        release.population = population
+        yield release

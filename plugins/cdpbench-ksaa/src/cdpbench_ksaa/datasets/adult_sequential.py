@@ -9,6 +9,11 @@ of releases shares one or two attributes; all categorical, so the top-down basel
 generalize along taxonomies, run too), ``update_rate = 0.1``. Each release's ``truth``
 records which respondents were updated before it (``updated``: sorted ids).
 
+Every release carries its public population (``Release.population``, for δ-presence and k-map):
+with ``base=adult`` the release's QI columns of all 30,162 cleaned Adult rows (the respondents are
+its first ``records``); with ``base=synthetic`` the drawn respondents themselves (the pool is the
+release: δ-presence is then 1 for every group and k-map is k-anonymity).
+
 ``base=synthetic`` runs the same scenario at any size (issue #28): the respondents are
 ``records`` rows drawn uniformly with replacement from Adult's complete rows by the run's
 generator (:func:`cdpbench.datasets.synthetic.synthetic_adult`; not UCI data, a resample of it),
@@ -111,8 +116,16 @@ class AdultSequential(Dataset):
         whole = adult_schema(qi_columns, p.sensitive)
         encoded = whole.encode(self.respondents(rng)[whole.columns], 1)
         sensitive, m = encoded.sensitive.copy(), encoded.n_values
+        if p.base == "adult":  # the public population: every Adult row, the respondents its first rows
+            everyone = load_adult(with_zip="zip" in qi_columns).assign(id=lambda f: np.arange(len(f), dtype=np.int64))
+            pool = whole.encode(everyone[whole.columns], 0).qi
+        else:
+            pool = encoded.qi
+        populations: dict[tuple[str, ...], np.ndarray] = {}  # one array per QI set, shared by its releases
         for t in range(1, p.releases + 1):
             qi = list(p.qi_sets[(t - 1) % len(p.qi_sets)])
+            columns = [qi_columns.index(q) for q in qi]
+            population = populations.setdefault(tuple(qi), np.ascontiguousarray(pool[:, columns]))
             updated = np.zeros(0, dtype=np.int64)
             if t > 1:
                 n_up = int(round(p.update_rate * len(sensitive)))
@@ -122,7 +135,8 @@ class AdultSequential(Dataset):
                 t=t,
                 schema=adult_schema(qi, p.sensitive),
                 respondent=encoded.respondent.copy(),
-                qi=np.ascontiguousarray(encoded.qi[:, [qi_columns.index(q) for q in qi]]),
+                qi=np.ascontiguousarray(encoded.qi[:, columns]),
                 sensitive=sensitive.copy(),
                 truth={"updated": encoded.respondent[updated]},
+                population=population,
             )
