@@ -9,6 +9,13 @@ Randomness: one :class:`numpy.random.SeedSequence` from ``cfg.seed`` is split in
 streams for the data set, the anonymizer, each attacker and the metrics, so the same config and
 seed give identical numbers whatever the number of parallel jobs. Wall times (``time_*``) are the
 only numbers that vary between identical runs.
+
+Memory (issue #28): the run keeps every release and publication (``ctx.history``) only when one of
+its components (the anonymizer, the privacy model, a metric, or a plugin one of them references)
+declares ``uses_history`` (the default), and an attacker's earlier views only when it declares
+``uses_past_views`` (the default); otherwise a component is handed an
+:class:`~cdpbench.plugin.UnkeptHistory` / :class:`~cdpbench.plugin.LatestViewOnly`, which raises,
+naming it, if read. Nothing of a release stays referenced by the loop once the release is done.
 """
 
 from __future__ import annotations
@@ -27,10 +34,14 @@ from .errors import CdpbenchError, ConfigError
 from .plugin import (
     AttackContext,
     Attacker,
+    LatestViewOnly,
     Metric,
     MetricContext,
     ModelContext,
+    Plugin,
     PublishContext,
+    UnkeptHistory,
+    plugin_refs,
 )
 from .registry import NONE, Registry, default_registry
 
@@ -107,8 +118,13 @@ def run_releases(
     seeds = np.random.SeedSequence(int(cfg.seed)).spawn(4 + len(comp.attackers))
     data_rng, anon_rng, metric_rng = (np.random.default_rng(s) for s in seeds[:3])
     attack_rngs = {label: np.random.default_rng(s) for label, s in zip(comp.attackers, seeds[4:])}
-    history = History()
+    # what is kept across releases: the history only when some component reads it, each
+    # attacker's earlier views only when it reads them (issue #28: ~140 MB a release at 10^6)
+    keep_history = any(_declares(p, "uses_history") for p in _history_readers(comp))
+    history = History() if keep_history else UnkeptHistory()
+    history_of = _readers_history(comp, history)
     views: dict[str, list] = {label: [] for label in comp.attackers}
+    keep_views = {label: any(_declares(p, "uses_past_views") for p in _within(a)) for label, a in comp.attackers.items()}
     rows: list[dict[str, float]] = []
     releases = validated(comp.dataset.releases(data_rng), comp.dataset.scenario)
     total = getattr(comp.dataset.params, "releases", None)
@@ -119,7 +135,7 @@ def run_releases(
         model_ctx = ModelContext(
             schema=release.schema,
             table_distribution=release.sensitive_distribution(),
-            history=history,
+            history=history_of["privacy_model"],
             release=release,
         )
         # the defender's beliefs about this release's respondents (revised by past releases)
@@ -133,7 +149,7 @@ def run_releases(
         timings["time_prior"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         publication = comp.anonymizer.publish(
-            release, PublishContext(comp.privacy_model, model_ctx, history, anon_rng, prior)
+            release, PublishContext(comp.privacy_model, model_ctx, history_of["anonymizer"], anon_rng, prior)
         )
         timings["time_publish"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -150,8 +166,12 @@ def run_releases(
         t0 = time.perf_counter()
         attacks = {}
         for label, attacker in comp.attackers.items():
-            views[label].append(view)
-            attacks[label] = attacker.observe(view, AttackContext(release, views[label], attack_rngs[label]))
+            if keep_views[label]:
+                views[label].append(view)
+                seen = views[label]
+            else:
+                seen = LatestViewOnly(view, len(rows) + 1, f"attacker {label!r} ({_class(attacker)})")
+            attacks[label] = attacker.observe(view, AttackContext(release, seen, attack_rngs[label]))
         timings["time_attack"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         row: dict[str, float] = {"violations": float(report.violations), "satisfied": float(report.satisfied)}
@@ -159,6 +179,7 @@ def run_releases(
         source = dict.fromkeys(row, f"privacy model {comp.names.get('privacy_model')!r}")
         mctx = MetricContext(release, publication, attacks, report, metric_rng, timings, history)
         for name, metric in comp.metrics.items():
+            mctx.history = history_of[f"metric.{name}"]
             for key, value in metric.compute(mctx).items():
                 _put(row, source, key, value, f"metric {name!r}")
         for label, result in attacks.items():
@@ -167,15 +188,64 @@ def run_releases(
         timings["time_metrics"] = time.perf_counter() - t0
         row.update(timings)
         row["time_total"] = sum(timings.values())
-        history.releases.append(release)
-        history.publications.append(publication)
+        if keep_history:
+            history.releases.append(release)
+            history.publications.append(publication)
+        else:
+            history.advance()
         rows.append(row)
         if on_release:
             on_release(release.t, row)
+        # nothing of this release stays referenced while the next one is made (unless kept above)
+        del release, publication, view, attacks, mctx, model_ctx, prior, report
     bar.close()
     if not rows:
         raise ConfigError("dataset produced no releases; check dataset.releases")
     return pd.DataFrame(rows, index=pd.RangeIndex(1, len(rows) + 1, name="release"))
+
+
+def _within(plugin: Any) -> list[Any]:
+    """``plugin`` and every plugin its ``Params`` reference (:func:`~cdpbench.plugin.plugin_ref`), recursively."""
+    found, todo = [], [plugin]
+    while todo:
+        p = todo.pop()
+        if any(p is q for q in found):
+            continue
+        found.append(p)
+        params = getattr(p, "params", None)
+        todo += [getattr(params, name) for name in plugin_refs(type(params))] if params is not None else []
+    return found
+
+
+def _history_readers(comp: Components) -> list[Any]:
+    """Every plugin handed ``ctx.history`` (the anonymizer, the privacy model, the metrics) and every
+    plugin they reference."""
+    return [q for p in (comp.anonymizer, comp.privacy_model, *comp.metrics.values()) for q in _within(p)]
+
+
+def _declares(plugin: Any, flag: str) -> bool:
+    """``plugin`` declares it reads what ``flag`` names (``uses_history``, ``uses_past_views``).
+    A plugin of a kind that is never handed it (a knowledge, an estimator) has no such attribute:
+    it cannot read it unless the plugin referencing it hands it over, which that one declares."""
+    return bool(getattr(plugin, flag, False)) if isinstance(plugin, Plugin) else True
+
+
+def _class(plugin: Any) -> str:
+    return f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+
+
+def _readers_history(comp: Components, history: History) -> dict[str, History]:
+    """The history each reader is handed: the run's own when kept, else an :class:`UnkeptHistory`
+    naming the reader in its error."""
+    if not isinstance(history, UnkeptHistory):
+        return {"privacy_model": history, "anonymizer": history, **{f"metric.{name}": history for name in comp.metrics}}
+    names = getattr(comp, "names", {})
+    return {
+        "privacy_model": history.read_by(f"privacy model {names.get('privacy_model')!r} ({_class(comp.privacy_model)}), "
+                                         "through ModelContext.history,"),
+        "anonymizer": history.read_by(f"anonymizer {names.get('anonymizer')!r} ({_class(comp.anonymizer)})"),
+        **{f"metric.{name}": history.read_by(f"metric {name!r} ({_class(m)})") for name, m in comp.metrics.items()},
+    }
 
 
 def _put(row: dict[str, float], source: dict[str, str], key: str, value, who: str) -> None:

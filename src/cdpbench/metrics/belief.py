@@ -111,6 +111,8 @@ class BeliefMetrics(Metric):
     ``L.given_share`` and the three beliefs over the other records (``..._unknown``).
     """
 
+    uses_history = False  # reads no ctx.history: this release's publication and attacks only (issue #28: the run keeps no more than it needs)
+
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         out: dict[str, float] = {}
         for label, attack in ctx.attacks.items():

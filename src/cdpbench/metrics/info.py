@@ -16,6 +16,8 @@ from ..plugin import Metric, MetricContext
 class PublicationInfo(Metric):
     """The numbers a publication reports about itself (``Publication.info``), as ``info.<key>``."""
 
+    uses_history = False  # reads no ctx.history: this release's publication only (issue #28: the run keeps no more than it needs)
+
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         out = {}
         for key, value in ctx.publication.info.items():

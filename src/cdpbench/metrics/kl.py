@@ -141,5 +141,7 @@ class KLDivergence(Metric):
     Key: ``kl`` (nats, >= 0). See the module docstring for the reconstruction.
     """
 
+    uses_history = False  # reads no ctx.history: this release and its publication only (issue #28: the run keeps no more than it needs)
+
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         return {"kl": kl_divergence(ctx.publication, ctx.release)}

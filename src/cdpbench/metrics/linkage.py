@@ -118,6 +118,8 @@ class RecordLinkage(Metric):
     See the module docstring for the distance and the tie rule.
     """
 
+    uses_history = False  # reads no ctx.history: this release and its publication only (issue #28: the run keeps no more than it needs)
+
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         p = linkage_probabilities(ctx.publication, ctx.release)
         n = len(ctx.release)

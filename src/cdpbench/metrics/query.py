@@ -424,6 +424,8 @@ class QueryError(Metric):
     construction and the estimate.
     """
 
+    uses_history = False  # reads no ctx.history: this release and its publication only (issue #28: the run keeps no more than it needs)
+
     Params = QueryErrorParams
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:

@@ -130,6 +130,8 @@ class UtilityMetrics(Metric):
     names (module docstring).
     """
 
+    uses_history = False  # reads no ctx.history: this release's publication only (issue #28: the run keeps no more than it needs)
+
     Params = UtilityParams
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:

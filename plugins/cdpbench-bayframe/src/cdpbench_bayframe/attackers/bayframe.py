@@ -103,6 +103,8 @@ class BayFrameAttackerParams:
 class BayFrameAttacker(Attacker):
     """BayFrame's adversary: RPD beliefs (Eq. 3), the Bayesian estimator (Eq. 2), compromised records (Def. 4–6)."""
 
+    uses_past_views = False  # reads only ctx.views[-1]: each view on its own (issue #28: the run keeps no more than it needs)
+
     Params = BayFrameAttackerParams
 
     def __init__(self, params: BayFrameAttackerParams | None = None):

@@ -56,6 +56,8 @@ class MondrianParams:
 class Mondrian(Anonymizer):
     """Strict multidimensional Mondrian (LeFevre et al., ICDE 2006), any privacy model as split test."""
 
+    uses_history = False  # reads no ctx.history: publishes each release on its own (issue #28: the run keeps no more than it needs)
+
     Params = MondrianParams
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:

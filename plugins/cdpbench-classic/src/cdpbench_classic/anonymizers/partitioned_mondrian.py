@@ -98,6 +98,8 @@ def _is_int(value: object) -> bool:
 class PartitionedMondrian(Anonymizer):
     """Mondrian past one machine: the driver's first cuts (exact or from a sample), one task per part (local or Ray)."""
 
+    uses_history = False  # reads no ctx.history: publishes each release on its own (issue #28: the run keeps no more than it needs)
+
     Params = PartitionedMondrianParams
 
     def publish(self, release: Release, ctx: PublishContext) -> Publication:

@@ -72,6 +72,8 @@ def population_rows(ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np
 class Snapshot(Attacker):
     """Snapshot attack: BK_sv prior + per-group posterior, each release on its own (JS-reduce §7)."""
 
+    uses_past_views = False  # reads only ctx.views[-1]: each release on its own (issue #28: the run keeps no more than it needs)
+
     Params = SnapshotParams
 
     def __init__(self, params: SnapshotParams | None = None):

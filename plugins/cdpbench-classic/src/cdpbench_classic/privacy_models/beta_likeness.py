@@ -75,6 +75,8 @@ def enhanced_caps(q: np.ndarray) -> np.ndarray:
 class BetaLikeness(PrivacyModel):
     """β-likeness (basic or enhanced): relative gain of every sensitive value bounded by β."""
 
+    uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
+
     Params = BetaLikenessParams
 
     def _table(self, ctx: ModelContext, m: int) -> np.ndarray:

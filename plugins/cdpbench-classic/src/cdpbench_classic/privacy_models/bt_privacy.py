@@ -102,6 +102,8 @@ class BTPrivacyParams:
 class BTPrivacy(PrivacyModel):
     """(B,t)-privacy: JS(kernel prior, Ω-posterior) <= t for every record, and |Q| >= k."""
 
+    uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
+
     Params = BTPrivacyParams
     needs_prior: ClassVar[bool] = True
 

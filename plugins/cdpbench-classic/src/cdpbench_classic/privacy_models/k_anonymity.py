@@ -22,6 +22,8 @@ class KAnonymityParams:
 class KAnonymity(PrivacyModel):
     """k-anonymity: |Q| >= k for every QI-group."""
 
+    uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
+
     Params = KAnonymityParams
 
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:

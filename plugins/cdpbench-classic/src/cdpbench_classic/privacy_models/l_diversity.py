@@ -98,6 +98,8 @@ def smallest_integer_c(counts: np.ndarray, l: int) -> np.ndarray:
 class LDiversity(PrivacyModel):
     """l-diversity (distinct, entropy or recursive (c,l)) with a minimum group size k."""
 
+    uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
+
     Params = LDiversityParams
 
     @property

@@ -91,6 +91,8 @@ def hierarchical_emd(p: np.ndarray, q: np.ndarray, taxonomy: Taxonomy) -> np.nda
 class TCloseness(PrivacyModel):
     """t-closeness: EMD(group, table) <= t (equal, ordered or hierarchical ground distance)."""
 
+    uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
+
     Params = TClosenessParams
 
     def prepare(self, release: Release, ctx: ModelContext) -> None:

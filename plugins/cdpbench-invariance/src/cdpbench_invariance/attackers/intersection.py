@@ -50,6 +50,8 @@ _BLOCK = 1 << 14  # rows per block: a block's [rows, m] temporaries stay in cach
 class IntersectionAttacker(Attacker):
     """Collusion attack (slicedBucket Def. 1): intersect each respondent's signature with its earlier ones."""
 
+    uses_past_views = False  # reads only ctx.views[-1]: it keeps its own signatures of earlier views (self.past) (issue #28: the run keeps no more than it needs)
+
     def __init__(self, params=None):
         super().__init__(params)
         self.past: list[tuple[np.ndarray, np.ndarray]] = []  # per earlier view: (sorted ids, signatures [n, m])

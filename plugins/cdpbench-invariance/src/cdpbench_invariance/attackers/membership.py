@@ -30,6 +30,8 @@ from cdpbench.regions import covering_sums, meeting_blocks, view_regions
 class MembershipAttacker(Attacker):
     """Membership attack (slicedBucket Def. 2): map each respondent's QI to the groups covering it."""
 
+    uses_past_views = False  # reads only ctx.views[-1]: each release on its own (issue #28: the run keeps no more than it needs)
+
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         respondent = np.unique(view.respondent[view.respondent >= 0])
         pop = ctx.population

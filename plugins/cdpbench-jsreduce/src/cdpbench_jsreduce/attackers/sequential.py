@@ -94,6 +94,8 @@ class SequentialAttackerParams:
 class SequentialAttacker(Attacker):
     """Sequential attack (Fig. 1): BK_sv/RBK^sv beliefs, PK^sv per group, revision after each view."""
 
+    uses_past_views = False  # reads only ctx.views[-1]: its knowledge revises its own beliefs after each view (issue #28: the run keeps no more than it needs)
+
     Params = SequentialAttackerParams
 
     def __init__(self, params: SequentialAttackerParams | None = None):
