@@ -286,6 +286,21 @@ def test_report_ru_map_pairs_loss_and_risk_per_release(report, sweep_store):
         report("--ru", "--risk", "nothing")
 
 
+def test_report_frontier_is_one_point_per_run(report, sweep_store):
+    """``--ru --frontier``: each run's (risk, loss) as the mean over the releases (rl 949, 948, 947
+    and gcp 501, 502, 503 for k5: the point (948, 502)), or the values at ``--at``."""
+    out, summary, folder = report("--ru", "--frontier")
+    data = pd.read_csv(folder / "frontier_gcp_rl.csv").set_index("series")
+    assert (folder / "frontier_gcp_rl.png").stat().st_size > 0 and len(data) == 2
+    assert data.loc["privacy_model.k=5"].to_dict() == {"rl": 948.0, "gcp": 502.0}
+    _, _, folder = report("--ru", "--frontier", "--at", "3")
+    assert pd.read_csv(folder / "frontier_gcp_rl.csv").set_index("series").loc["privacy_model.k=5"].to_dict() == {"rl": 947.0, "gcp": 503.0}
+    with pytest.raises(CdpbenchError, match=r"^--at 9: run privacy_model.k=\d has .rl. and .gcp. at releases 1..3 only$"):
+        report("--ru", "--frontier", "--at", "9")
+    with pytest.raises(CdpbenchError, match="--frontier goes with --ru"):
+        report("--frontier")
+
+
 def test_report_without_finished_runs_is_a_one_line_error(report, sweep_store):
     with pytest.raises(CdpbenchError, match=r"^no FINISHED run in sweep \(1 FAILED\); --include-unfinished to use them anyway$"):
         report(parent=sweep_store["all_failed"])

@@ -50,6 +50,8 @@ def report_command(argv: list[str]) -> int:
     ap.add_argument("--diagonal", action="store_true", help="with --against: draw y = x (e.g. BCF Fig. 1's FA = k boundary)")
     ap.add_argument("--ru", action="store_true", help="an R-U map instead: one point per release and one series per run, "
                     "information loss (--loss, default gcp) against disclosure risk (--risk, default rl); BayFrame Figs. 7/8")
+    ap.add_argument("--frontier", action="store_true", help="with --ru: one point per run instead, the mean over "
+                    "releases (or the value at --at RELEASE): the privacy-utility frontier of the sweep's defenses")
     ap.add_argument("--loss", default="gcp", help="--ru: the information-loss metric (y axis)")
     ap.add_argument("--risk", default="rl", help="--ru: the disclosure-risk metric (x axis)")
     ap.add_argument("--baseline", metavar="CONFIG", help="with seeds: compare every configuration with this one "
@@ -77,8 +79,11 @@ def report_command(argv: list[str]) -> int:
         return _export_command(args)
     if args.metric is None:
         args.metric = "gain_rho"
-    if args.at is not None and not args.against:
-        raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter)")
+    if args.frontier and not args.ru:
+        raise CdpbenchError("--frontier goes with --ru (one point per run: --loss against --risk)")
+    if args.at is not None and not (args.against or args.frontier):
+        raise CdpbenchError("--at RELEASE goes with --against PARAM (the value at that release against the parameter) "
+                            "or --ru --frontier")
     if (args.panels or args.diagonal) and not args.against:
         raise CdpbenchError("--panels and --diagonal go with --against PARAM")
     if (args.scale is not None or args.ylabel) and (args.matrix or args.ru):
@@ -122,6 +127,14 @@ def _report(args, uri: str, c, parent: str | None, runs: list, name: str, note: 
     tables: list[Path] = []
     if args.matrix:
         png, data, tables = _matrix_report(runs, histories, labels, args, out, name)
+    elif args.ru and args.frontier:
+        points = _frontier_points(runs, histories, labels, args.risk, args.loss, args.at)
+        when = "mean over releases" if args.at is None else f"at release {args.at}"
+        png = plots.scatter_plot(points, args.risk, args.loss, out / f"frontier_{args.loss}_{args.risk}.png",
+                                 title=f"privacy-utility frontier: {args.loss} against {args.risk}, one point per run "
+                                       f"({when}) — {name}")
+        data = pd.DataFrame([{"series": lab, args.risk: float(x.iloc[0]), args.loss: float(y.iloc[0])}
+                             for lab, (x, y) in sorted(points.items())])
     elif args.ru:
         points = _ru_points(runs, histories, labels, args.risk, args.loss)
         png = plots.scatter_plot(points, args.risk, args.loss, out / f"ru_{args.loss}_{args.risk}.png",
@@ -189,7 +202,7 @@ def _command_line(args) -> str:
     for key, value in vars(args).items():
         if value is None or value is False or key in ("tracking_uri", "out", "export"):
             continue
-        if key in ("loss", "risk") and not args.ru or key == "utility" and not args.matrix:
+        if key in ("loss", "risk", "frontier") and not args.ru or key == "utility" and not args.matrix:
             continue
         words.append("--" + key.replace("_", "-"))
         if value is not True:
@@ -532,6 +545,20 @@ def _ru_points(runs, histories, labels, risk: str, loss: str) -> dict[str, tuple
         points[labels[r.info.run_id]] = (x, y)
     if not points:
         raise CdpbenchError(f"no run has exactly one metric matching {risk!r} and one matching {loss!r} (--risk/--loss)")
+    return points
+
+
+def _frontier_points(runs, histories, labels, risk: str, loss: str, at: int | None) -> dict[str, tuple[pd.Series, pd.Series]]:
+    """Per run one point: (risk, loss), each the mean over the releases both are recorded at, or
+    their values at release ``at`` (:func:`_ru_points` pairs them per release)."""
+    points = {}
+    for lab, (x, y) in _ru_points(runs, histories, labels, risk, loss).items():
+        if at is not None:
+            if at not in x.index:
+                raise CdpbenchError(f"--at {at}: run {lab} has {risk!r} and {loss!r} at releases "
+                                    f"{int(x.index.min())}..{int(x.index.max())} only")
+            x, y = x.loc[[at]], y.loc[[at]]
+        points[lab] = (pd.Series([float(x.mean())]), pd.Series([float(y.mean())]))
     return points
 
 
