@@ -25,8 +25,6 @@ constraint); the *candidate values* are their sensitive values. The join, ``join
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from cdpbench.data import PublicView
@@ -37,21 +35,47 @@ from .linkage_graph import LinkageGraph, Nodes, linkage_graph, prune, segments
 from .transition_relation import as_relation
 
 
-@dataclass
+PAIR_TABLE_FLOOR = 1 << 12  # candidate_masks tables the pairs of groups when they are no more than max(respondents, this)
+
+
 class Candidates:
     """Per respondent of the latest view (``respondent``, its row order): how many distinct values
     and how many records it can be linked to, and the candidate nodes (``row``, ``node``) pairs;
     ``graphs``: the pairwise join's linkage graphs (empty for the joint join), ``joint``: the joint
-    join (None for the pairwise join)."""
+    join (None for the pairwise join). ``allowed`` (the pairwise join with some earlier view; else
+    None): ``bool [p, m]``, the candidate values of each respondent; the pairs are then listed
+    from it when first asked for (by respondent, then value: the order of the group's nodes)."""
 
-    respondent: np.ndarray  # int64 [p] the latest view's respondents (view order)
-    values: np.ndarray  # int64 [p] distinct candidate sensitive values
-    records: np.ndarray  # int64 [p] candidate records
-    row: np.ndarray  # int64 [C] respondent row of each candidate node
-    node: np.ndarray  # int64 [C] node of the latest view (``nodes``)
-    nodes: Nodes
-    graphs: list[LinkageGraph]
-    joint: JointJoin | None = None
+    def __init__(self, respondent: np.ndarray, values: np.ndarray, records: np.ndarray, row: np.ndarray | None,
+                 node: np.ndarray | None, nodes: Nodes, graphs: list[LinkageGraph], joint: JointJoin | None = None,
+                 allowed: np.ndarray | None = None, group: np.ndarray | None = None):
+        self.respondent = respondent  # int64 [p] the latest view's respondents (view order)
+        self.values = values  # int64 [p] distinct candidate sensitive values
+        self.records = records  # int64 [p] candidate records
+        self._row, self._node = row, node
+        self.nodes = nodes
+        self.graphs = graphs
+        self.joint = joint
+        self.allowed = allowed
+        self._group = group  # int64 [p] latest group of each respondent (to list the pairs from ``allowed``)
+
+    def _pairs(self) -> None:
+        if self._row is None:
+            row, value = np.nonzero(self.allowed)
+            self._row = row.astype(np.int64)
+            self._node = _node_of(self.nodes, self._group[self._row], value.astype(np.int64), self.allowed.shape[1])
+
+    @property
+    def row(self) -> np.ndarray:
+        """int64 [C] respondent row of each candidate node."""
+        self._pairs()
+        return self._row
+
+    @property
+    def node(self) -> np.ndarray:
+        """int64 [C] node of the latest view (``nodes``)."""
+        self._pairs()
+        return self._node
 
 
 def group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
@@ -70,11 +94,29 @@ class GroupLookup:
     def __init__(self, view: PublicView):
         ids = np.asarray(view.respondent, np.int64)
         group = np.asarray(view.group, np.int64)
+        self.unique = True  # every id listed once (then the lookup does not depend on the row order)
+        if len(ids):
+            lo, hi = int(ids.min()), int(ids.max())
+            if hi - lo < 4 * len(ids) + 1024:  # dense enough for a table (no sort): the first row of each id
+                first = np.full(hi - lo + 1, len(ids), np.int64)
+                np.minimum.at(first, ids - lo, np.arange(len(ids), dtype=np.int64))
+                present = first < len(ids)
+                self.ids = (np.flatnonzero(present) + lo).astype(np.int64)
+                self.groups = group[first[present]]
+                self.unique = len(self.ids) == len(ids)
+                self.table = None
+                if hi - lo < 4 * len(self.ids) + 1024:
+                    self.base = lo
+                    dtype = np.int32 if int(self.groups.max()) < 2**31 - 1 else np.int64
+                    self.table = np.full(hi - lo + 1, -1, dtype=dtype)
+                    self.table[present] = self.groups
+                return
         order = np.argsort(ids, kind="stable")
         ordered = ids[order]
         first = np.ones(len(ordered), dtype=bool)
         first[1:] = ordered[1:] != ordered[:-1]
         self.ids, self.groups = ordered[first], group[order[first]]
+        self.unique = len(self.ids) == len(ids)
         self.table = None
         if len(self.ids) and int(self.ids[-1]) - int(self.ids[0]) < 4 * len(self.ids) + 1024:
             self.base = int(self.ids[0])
@@ -118,10 +160,6 @@ def candidates(views: list[PublicView], *, transitions="none", pruned: bool = Tr
             joint = joint_join(views, transitions)
         row, node = joint.candidates(pruned)
         return _counted(respondent, row, node, nodes, [], joint)
-    g_now = np.asarray(latest.group, np.int64)
-    ptr = nodes.ptr
-    row, node = segments(ptr[g_now], ptr[g_now + 1] - ptr[g_now])
-    alive = np.ones(len(row), dtype=bool)
     if graphs is None:
         graphs = []
         for earlier in views[:-1]:
@@ -129,10 +167,54 @@ def candidates(views: list[PublicView], *, transitions="none", pruned: bool = Tr
             graphs.append(prune(g) if pruned else g)
     if lookups is None:
         lookups = [GroupLookup(v) for v in views[:-1]]
-    for lookup, graph in zip(lookups, graphs):
-        g_then = lookup(respondent)
-        alive &= _linked(graph, g_then[row], node) | (g_then[row] < 0)  # not published then: no constraint
-    return _counted(respondent, row[alive], node[alive], nodes, graphs, None)
+    if not graphs:  # nothing earlier: every node of the respondent's group
+        g_now = np.asarray(latest.group, np.int64)
+        ptr = nodes.ptr
+        row, node = segments(ptr[g_now], ptr[g_now + 1] - ptr[g_now])
+        return _counted(respondent, row, node, nodes, graphs, None)
+    # a node (value s of the respondent's latest group) is a candidate iff bit s of the
+    # respondent's candidate mask is set (:func:`candidate_masks`); the pairs are listed by
+    # respondent, then value, which is the order of the group's nodes
+    # the counts are read on the masks: values, the set bits; records, the records of the
+    # group's node of each candidate value (integers: the same sums as over the listed pairs)
+    m = max(int(v.schema.sensitive.size) for v in views)
+    g_now = np.asarray(latest.group, np.int64)
+    mask = candidate_masks(views, graphs, lookups)
+    allowed = mask_table(mask, m)
+    values = np.bitwise_count(mask).sum(axis=1).astype(np.int64)
+    count_of = np.zeros((nodes.n_groups, m), np.int64)
+    count_of[nodes.group, nodes.value] = nodes.count
+    records = np.empty(len(respondent), np.int64)
+    block = 1 << 14
+    for start in range(0, len(respondent), block):
+        stop = min(start + block, len(respondent))
+        records[start:stop] = np.where(allowed[start:stop], count_of[g_now[start:stop]], 0).sum(axis=1)
+    return Candidates(respondent, values, records, None, None, nodes, graphs, None, allowed=allowed, group=g_now)
+
+
+def mask_table(mask: np.ndarray, m: int) -> np.ndarray:
+    """``bool [rows, m]``: bit ``s`` of each row of ``mask`` (``uint64 [rows, words]``) at column
+    ``s``; unpacked in blocks of rows (the words' bytes, least significant bit first)."""
+    out = np.empty((len(mask), m), dtype=bool)
+    block = 1 << 16
+    for start in range(0, len(mask), block):
+        part = np.ascontiguousarray(mask[start:start + block], dtype="<u8").view(np.uint8)
+        out[start:start + block] = np.unpackbits(part, axis=1, bitorder="little")[:, :m].view(bool)
+    return out
+
+
+def _node_of(nodes: Nodes, group: np.ndarray, value: np.ndarray, m: int) -> np.ndarray:
+    """The node ``(group, value)`` of ``nodes`` (each pair must be a node, values ``< m``): a
+    dense table over ``(group, value)`` when it is no larger than the pairs asked, else a search
+    (nodes are sorted by group then value: their keys ``group * m + value`` increase)."""
+    keys = nodes.group * m + nodes.value
+    want = group * m + value
+    size = int(nodes.n_groups) * m
+    if size <= max(2 * len(want), 1 << 16):
+        table = np.full(size, -1, np.int64)
+        table[keys] = np.arange(len(keys), dtype=np.int64)
+        return table[want]
+    return np.searchsorted(keys, want).astype(np.int64)
 
 
 def joint_join(views: list[PublicView], transitions="none", prepared=None) -> JointJoin:
@@ -146,35 +228,6 @@ def _counted(respondent, row, node, nodes: Nodes, graphs, joint) -> Candidates:
     values = np.bincount(row, minlength=len(respondent)).astype(np.int64)  # one node per value in a group
     records = np.bincount(row, weights=nodes.count[node], minlength=len(respondent)).astype(np.int64)
     return Candidates(respondent, values, records, row, node, nodes, graphs, joint)
-
-
-def _linked(graph: LinkageGraph, group_then: np.ndarray, node: np.ndarray) -> np.ndarray:
-    """For pairs (group of the earlier view, node of the latest view): does some record of the
-    group have a kept link to the node? Read on the twin graph: the twin of each of the group's
-    nodes (of the node's value when values must persist) against the twin of the node."""
-    a = graph.a
-    n_tb = len(graph.twins_b.count)
-    kept = np.unique(graph.cedge_a[graph.ckept] * n_tb + graph.cedge_b[graph.ckept])
-    out = np.zeros(len(node), dtype=bool)
-    ok = group_then >= 0
-    if not ok.any():
-        return out
-    idx = np.flatnonzero(ok)
-    g, x = group_then[idx], node[idx]
-    tb = graph.twin_b[x]
-    if graph.transitions == "none":  # the earlier group's node of the same value, if any
-        m = int(max(a.value.max(initial=0), graph.b.value.max(initial=0))) + 1
-        key_a = a.group * m + a.value
-        want = g * m + graph.b.value[x]
-        pos = np.minimum(np.searchsorted(key_a, want), max(len(key_a) - 1, 0))
-        has = (key_a[pos] == want) if len(key_a) else np.zeros(len(want), bool)
-        out[idx[has]] = np.isin(graph.twin_a[pos[has]] * n_tb + tb[has], kept)
-        return out
-    ptr = a.ptr  # any value: every node of the earlier group
-    rep, ya = segments(ptr[g], ptr[g + 1] - ptr[g])
-    hit = np.isin(graph.twin_a[ya] * n_tb + tb[rep], kept)
-    out[idx[np.unique(rep[hit])]] = True
-    return out
 
 
 def candidate_values(views: list[PublicView], graphs: list[LinkageGraph], lookups: list[GroupLookup] | None = None) -> np.ndarray:
@@ -215,24 +268,122 @@ def candidate_counts(views: list[PublicView], graphs: list[LinkageGraph],
     return values, records
 
 
-def candidate_masks(views: list[PublicView], graphs: list[LinkageGraph], lookups: list[GroupLookup] | None = None) -> np.ndarray:
+def candidate_masks(views: list[PublicView], graphs: list[LinkageGraph], lookups: list[GroupLookup] | None = None,
+                    groups_then: list[np.ndarray] | None = None) -> np.ndarray:
     """``uint64 [respondents, words]``: the candidate values of every respondent of ``views[-1]``
-    through the pairwise join, one bit per value (:func:`candidate_values`)."""
+    through the pairwise join, one bit per value (:func:`candidate_values`). ``groups_then`` may
+    pass each earlier view's group of every respondent (``lookups[i](respondent)``) already looked up.
+
+    The mask of a respondent depends only on its groups ``(h_i, g)``: when the groups of an
+    earlier view times those of the latest are no more than the respondents, the masks of every
+    pair ``(h, g)`` (:func:`_linked_masks`, the same function of the pair) are tabled first and
+    each respondent reads its pair's mask (one gather a view, in blocks of respondents); else
+    each respondent's pair is computed."""
     latest = views[-1]
     respondent = np.asarray(latest.respondent, np.int64)
     g_now = np.asarray(latest.group, np.int64)
     m = max(int(v.schema.sensitive.size) for v in views)
     words = (m + 63) // 64
     b = Nodes.of(latest) if not graphs else graphs[0].b
-    mask = _value_masks(b, words)[g_now]
-    if lookups is None:
-        lookups = [GroupLookup(v) for v in views[:-1]]
-    for lookup, graph in zip(lookups, graphs):
-        g_then = lookup(respondent)
-        seen = g_then >= 0
-        linked = _linked_masks(graph, g_then[seen], g_now[seen], words)
-        mask[seen] &= linked
+    values_of_group = _value_masks(b, words)
+    if groups_then is None:
+        if lookups is None:
+            lookups = [GroupLookup(v) for v in views[:-1]]
+        groups_then = [lookup(respondent) for lookup in lookups]
+    n, G = len(respondent), int(b.n_groups)
+    tables = _pair_tables(graphs, values_of_group, n, words)
+    if tables is None:  # too many pairs to table: each respondent's own pair
+        mask = values_of_group[g_now]
+        for g_then, graph in zip(groups_then, graphs):
+            seen = g_then >= 0
+            mask[seen] &= _linked_masks(graph, g_then[seen], g_now[seen], words)
+        return mask
+    mask = np.empty((n, words), dtype=np.uint64)
+    block = 1 << 16
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        g = g_now[start:stop]
+        out = values_of_group[g]
+        for g_then, table, graph in zip(groups_then, tables, graphs):
+            h = g_then[start:stop]
+            out &= table[np.where(h >= 0, h, int(graph.a.n_groups)) * G + g]
+        mask[start:stop] = out
     return mask
+
+
+def _pair_tables(graphs: list[LinkageGraph], values_of_group: np.ndarray, n: int, words: int) -> list[np.ndarray] | None:
+    """For each earlier view ``i``: ``uint64 [(H_i + 1) * G, words]``, the linked mask
+    (:func:`_linked_masks`) of every pair (group ``h`` of the earlier view, group ``g`` of the
+    latest) at ``h * G + g``, and at ``H_i * G + g`` the values of ``g`` (a respondent not
+    published then: no constraint). None when some ``H_i * G`` exceeds ``max(n, PAIR_TABLE_FLOOR)``."""
+    G = len(values_of_group)
+    tables = []
+    for graph in graphs:
+        H = int(graph.a.n_groups)
+        if H * G > max(n, PAIR_TABLE_FLOOR):
+            return None
+        hh, gg = np.repeat(np.arange(H, dtype=np.int64), G), np.tile(np.arange(G, dtype=np.int64), H)
+        tables.append(np.concatenate([_linked_masks(graph, hh, gg, words), values_of_group], axis=0))
+    return tables
+
+
+def combination_of(groups_then: list[np.ndarray], sizes: tuple[int, ...]) -> np.ndarray:
+    """Each respondent's combination of earlier groups, row-major over ``(h_1, ..., h_v)`` with
+    ``h_i`` in ``0..sizes[i] - 1`` (``sizes[i] - 1``: not published in view ``i``)."""
+    combo = np.zeros(len(groups_then[0]) if groups_then else 0, np.int64)
+    for size, h in zip(sizes, groups_then):
+        combo *= size
+        combo += np.where(h >= 0, h, size - 1)
+    return combo
+
+
+def groups_at_risk(views: list[PublicView], natural_graphs: list[LinkageGraph], graphs: list[LinkageGraph], k: int,
+                   groups_then: list[np.ndarray], combination=combination_of) -> np.ndarray | None:
+    """The groups of ``views[-1]`` (increasing) holding a respondent the natural join places (some
+    candidate value through ``natural_graphs``) with fewer than ``k`` candidate values through
+    ``graphs`` (the pairwise join, :func:`candidate_masks`): the same groups as counting every
+    respondent's masks. ``groups_then``: each earlier view's group of every respondent.
+
+    A respondent's masks depend only on its combination of groups ``(h_1, ..., g)`` (``h_i = H_i``
+    where it is not published in view ``i``): when the combinations are no more than the
+    respondents (``max(n, PAIR_TABLE_FLOOR)``), the two counts and the verdict are computed once
+    per combination (the pair tables ANDed), and the respondents only say which combinations
+    occur (one ``bincount``). None otherwise (the caller counts the masks)."""
+    latest = views[-1]
+    g_now = np.asarray(latest.group, np.int64)
+    n = len(g_now)
+    if not natural_graphs:
+        return None
+    m = max(int(v.schema.sensitive.size) for v in views)
+    words = (m + 63) // 64
+    b = natural_graphs[0].b
+    G = int(b.n_groups)
+    sizes = [int(graph.a.n_groups) + 1 for graph in natural_graphs]
+    combos = int(np.prod(sizes, dtype=np.int64)) * G
+    if combos > max(n, PAIR_TABLE_FLOOR):
+        return None
+    values_of_group = _value_masks(b, words)
+
+    def counts(gs: list[LinkageGraph]) -> np.ndarray | None:
+        tables = _pair_tables(gs, values_of_group, n, words)
+        if tables is None:
+            return None
+        mask = np.broadcast_to(values_of_group, (*sizes, G, words)).copy()
+        for i, table in enumerate(tables):
+            shape = [1] * len(sizes) + [G, words]
+            shape[i] = sizes[i]
+            mask &= table.reshape(shape)
+        return np.bitwise_count(mask).sum(axis=-1).astype(np.int64).ravel()
+
+    natural = counts(natural_graphs)
+    values = natural if graphs is natural_graphs else counts(graphs)
+    if natural is None or values is None:
+        return None
+    at_risk = (natural >= 1) & (values < k)
+    combo = combination(groups_then, tuple(sizes)) * G  # row-major over (h_1, ..., h_v), then g
+    combo += g_now
+    occurs = np.bincount(combo, minlength=combos) > 0
+    return np.flatnonzero(np.bincount(np.flatnonzero(occurs & at_risk) % G, minlength=G)).astype(np.int64)
 
 
 def _value_masks(nodes: Nodes, words: int) -> np.ndarray:

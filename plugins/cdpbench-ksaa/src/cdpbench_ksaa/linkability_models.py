@@ -44,12 +44,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from cdpbench.data import GroupBatch, Publication
+from cdpbench.data import GroupBatch, PublicView, Publication
 from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel, VerifyReport, plugin_ref
 
 from .joint_matching import JOINS, Prepared
-from .linkability import GroupLookup, candidate_counts, candidate_values, candidates, joint_join
+from .linkability import GroupLookup, candidate_counts, candidate_masks, candidates, combination_of, groups_at_risk, joint_join
 from .transition_relation import (MIN_TRANSITION_HELP, PD_COR_HELP, TRANSITIONS, TRANSITIONS_HELP, RelationOf,
                                   check_min_transition, check_pd_cor)
 
@@ -102,16 +102,22 @@ class LinkabilityModel(PrivacyModel):
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         return (batch.counts() > 0).sum(axis=1) >= self.params.k
 
-    def _views(self, publication: Publication, ctx: ModelContext):
+    def _views(self, publication: Publication, ctx: ModelContext, own: bool = False):
         """The views of the history and ``publication``. The earlier views, and their sides of
         the pairwise join, are kept on the instance for as long as their publications are in the
-        history: ``ksaa`` asks about many candidates of one release against the same history."""
+        history: ``ksaa`` asks about many candidates of one release against the same history.
+        ``own``: the latest one as :func:`own_view` (the pairwise counts, which do not depend on
+        its row order), not sorted as an adversary's view, and the earlier ones too
+        (:func:`_earlier_own`; kept apart from the sorted ones)."""
+        attr = "_earlier_own" if own else "_earlier"
+        before = getattr(self, attr, [])
         kept = []
         for p in ctx.history.publications:
-            entry = next((e for e in self._earlier if e[0] is p), None)
-            kept.append(entry if entry is not None else (p, p.public(), {}))
-        self._earlier = kept
-        return [v for _, v, _ in kept] + [publication.public()]
+            entry = next((e for e in before if e[0] is p), None)
+            kept.append(entry if entry is not None else (_earlier_own(p) if own else (p, p.public(), {})))
+        setattr(self, attr, kept)
+        self._kept = kept
+        return [v for _, v, _ in kept] + [own_view(publication) if own else publication.public()]
 
     def _joint(self, publication: Publication, ctx: ModelContext):
         """``(views, natural, cand)``: the candidates (:class:`.linkability.Candidates`) through
@@ -125,21 +131,23 @@ class LinkabilityModel(PrivacyModel):
         cand = candidates(views, transitions=t, pruned=True, join="joint", joint=join) if self.pruned else natural
         return views, natural, cand
 
-    def _graphs(self, publication: Publication, ctx: ModelContext):
+    def _graphs(self, publication: Publication, ctx: ModelContext, own: bool = False):
         """The views of the history and ``publication``, the natural-join graphs of each earlier
         view with the latest one (the pairwise join), and each earlier view's
-        :class:`.linkability.GroupLookup` (kept with its sides: built once per earlier view)."""
-        from .linkage_graph import Side, linkage_graph, shared_columns
+        :class:`.linkability.GroupLookup` (kept with its sides: built once per earlier view).
+        ``own``: as for :meth:`_views` (the earlier views too: :func:`_earlier_own`)."""
+        from .linkage_graph import Nodes, Side, linkage_graph, shared_columns
 
-        views = self._views(publication, ctx)
-        kept = self._earlier
+        views = self._views(publication, ctx, own)
+        kept = self._kept
         latest = views[-1]
+        nodes_b = Nodes.of(latest) if kept else None  # counted once for every earlier view
         graphs = []
         for _, view, sides in kept:
             cols = tuple((ja, cat) for ja, _, cat in shared_columns(view, latest))
             if cols not in sides:
                 sides[cols] = Side.of(view, cols)
-            graphs.append(linkage_graph(view, latest, self._relation(ctx.release, len(views)), side_a=sides[cols]))
+            graphs.append(linkage_graph(view, latest, self._relation(ctx.release, len(views)), side_a=sides[cols], nodes_b=nodes_b))
             if "group_of" not in sides:
                 sides["group_of"] = GroupLookup(view)
         return [v for _, v, _ in kept] + [latest], graphs, [sides["group_of"] for _, _, sides in kept]
@@ -172,11 +180,39 @@ class LinkabilityModel(PrivacyModel):
             views, natural_c, cand = self._joint(publication, ctx)
             natural, values = natural_c.values, cand.values
         else:
-            views, natural_graphs, lookups = self._graphs(publication, ctx)
-            natural = candidate_values(views, natural_graphs, lookups)
-            values = candidate_values(views, [prune(g) for g in natural_graphs], lookups) if self.pruned else natural
+            views, natural_graphs, lookups = self._graphs(publication, ctx, own=True)
+            groups_then = self._groups_then(views[-1], lookups)
+            graphs = [prune(g) for g in natural_graphs] if self.pruned else natural_graphs
+            groups = groups_at_risk(views, natural_graphs, graphs, self.params.k, groups_then, self._combination)
+            if groups is not None:  # counted once per combination of groups
+                return groups
+            natural = _bits(candidate_masks(views, natural_graphs, lookups, groups_then))
+            values = _bits(candidate_masks(views, graphs, lookups, groups_then)) if self.pruned else natural
         at_risk = (natural >= 1) & (values < self.params.k)
-        return np.unique(np.asarray(views[-1].group)[at_risk])
+        return _groups_holding(np.asarray(views[-1].group), at_risk, views[-1].n_groups)
+
+    def _groups_then(self, latest: PublicView, lookups: list[GroupLookup]) -> list[np.ndarray]:
+        """Each earlier view's group of every respondent of ``latest`` (row order). The candidate
+        publications of one release publish the same respondents in the same rows: the groups
+        looked up for the last ones asked about are kept with the lookups they came from and
+        reused while the respondents are the same."""
+        respondent = np.asarray(latest.respondent, np.int64)
+        last = getattr(self, "_last_groups_then", None)
+        if (last is not None and len(last[1]) == len(lookups) and all(x is y for x, y in zip(last[1], lookups))
+                and len(last[0]) == len(respondent) and np.array_equal(last[0], respondent)):
+            return last[2]
+        groups = [lookup(respondent) for lookup in lookups]
+        self._last_groups_then = (respondent.copy(), list(lookups), groups, {})
+        return groups
+
+    def _combination(self, groups_then: list[np.ndarray], sizes: tuple[int, ...]) -> np.ndarray:
+        """:func:`.linkability.combination_of` the kept groups (:meth:`_groups_then`), kept with them."""
+        last = getattr(self, "_last_groups_then", None)
+        if last is None or last[2] is not groups_then:
+            return combination_of(groups_then, sizes)
+        if sizes not in last[3]:
+            last[3][sizes] = combination_of(groups_then, sizes)
+        return last[3][sizes]
 
     def accepts_publication(self, publication: Publication, ctx: ModelContext) -> bool:
         """The whole candidate publication joined with the history: no respondent below ``k``."""
@@ -192,7 +228,7 @@ class LinkabilityModel(PrivacyModel):
             view, cand, at_risk = self.linked(publication, ctx)
             values, records = cand.values, cand.records
         else:
-            views, natural_graphs, lookups = self._graphs(publication, ctx)
+            views, natural_graphs, lookups = self._graphs(publication, ctx, own=True)  # counts: any row order
             view = views[-1]
             natural, records = candidate_counts(views, natural_graphs, lookups)
             values = natural
@@ -208,3 +244,42 @@ class LinkabilityModel(PrivacyModel):
         }
         return VerifyReport(len(groups) == 0, int(len(groups)), levels)
 
+
+
+def own_view(publication: Publication) -> PublicView:
+    """The defender's view of its own candidate ``publication`` for the pairwise counts: the
+    public view's columns (group, respondent, sensitive value of every record, the groups'
+    regions) in the publication's row order, not sorted by group as :meth:`Publication.public`
+    sorts them for an adversary (two sorts of every record). Every number the model reads from
+    the latest view is a per-record function of ``(group, respondent)`` or a per-group count of
+    values, so it does not depend on the row order. An angelized publication: its public view."""
+    if publication.bucket is not None:
+        return publication.public()
+    return PublicView(t=publication.t, schema=publication.schema, group=publication.group,
+                      respondent=publication.respondent, sensitive=publication.sensitive, low=publication.low,
+                      high=publication.high, value_sets=publication.value_sets,
+                      suppressed_count=len(publication.suppressed))
+
+
+def _earlier_own(publication: Publication):
+    """``(publication, view, sides)`` of an earlier publication for the pairwise counts: its
+    :func:`own_view` when every respondent is listed once (its group lookup, the only per-record
+    reading of an earlier view, is then the same in any row order; built here and kept with its
+    sides), else its public view."""
+    view = own_view(publication)
+    lookup = GroupLookup(view)
+    if not lookup.unique:
+        view = publication.public()
+        lookup = GroupLookup(view)
+    return publication, view, {"group_of": lookup}
+
+
+def _bits(mask: np.ndarray) -> np.ndarray:
+    """Set bits of every row of ``uint64 [rows, words]`` (:func:`.linkability.candidate_values`)."""
+    return np.bitwise_count(mask).sum(axis=1).astype(np.int64)
+
+
+def _groups_holding(group: np.ndarray, at_risk: np.ndarray, n_groups: int) -> np.ndarray:
+    """``np.unique(group[at_risk])``: the groups holding an at-risk record, increasing, counted
+    over the group ids (no sort)."""
+    return np.flatnonzero(np.bincount(group[at_risk], minlength=int(n_groups))).astype(np.int64)

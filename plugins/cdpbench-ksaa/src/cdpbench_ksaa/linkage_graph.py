@@ -66,8 +66,25 @@ class Nodes:
     def of(cls, view: PublicView) -> "Nodes":
         view.require_single_partition("KSAA's linkage graph (its nodes are a QI group's values)")
         m = view.schema.sensitive.size
-        key, count = np.unique(np.asarray(view.group, np.int64) * m + np.asarray(view.sensitive, np.int64), return_counts=True)
-        return cls(key // m, key % m, count.astype(np.int64), view.n_groups)
+        return cls.of_pairs(np.asarray(view.group, np.int64), np.asarray(view.sensitive, np.int64), view.n_groups, m)
+
+    @classmethod
+    def of_pairs(cls, group: np.ndarray, value: np.ndarray, n_groups: int, m: int) -> "Nodes":
+        """The ``(group, value)`` nodes of records given by their group and value (any order).
+        When the key range ``n_groups * m`` is no larger than the records (plus a constant), the
+        records are counted in one ``bincount`` over it (linear, no sort): its nonzero keys, in
+        increasing order, are exactly ``np.unique``'s keys and its counts ``np.unique``'s counts."""
+        key = group * m  # int64, a new array
+        key += value
+        size = int(n_groups) * int(m)
+        if len(key) and size <= 2 * len(key) + (1 << 16) and int(key.min()) >= 0 and int(key.max()) < size:
+            counts = np.bincount(key, minlength=size)
+            uniq = np.flatnonzero(counts)
+            count = counts[uniq]
+        else:
+            uniq, count = np.unique(key, return_counts=True)
+        uniq = uniq.astype(np.int64, copy=False)
+        return cls(uniq // m, uniq % m, count.astype(np.int64), n_groups)
 
 
 @dataclass
@@ -176,25 +193,28 @@ class Side:
     regions: object  # cdpbench.regions.Regions, one per twin group
 
     @classmethod
-    def of(cls, view: PublicView, cols) -> "Side":
+    def of(cls, view: PublicView, cols, nodes: Nodes | None = None) -> "Side":
+        """``nodes``: ``Nodes.of(view)`` when already counted."""
         cols = tuple((int(j), bool(cat)) for j, cat in cols)
-        nodes = Nodes.of(view)
+        nodes = Nodes.of(view) if nodes is None else nodes
         twin_group, regions = _twin_groups(view_regions(view), list(cols))
         twins, twin = _twin_nodes(nodes, twin_group, len(regions), int(view.schema.sensitive.size))
         return cls(view, cols, nodes, twin, twins, regions)
 
 
-def linkage_graph(view_a: PublicView, view_b: PublicView, transitions="none", *, side_a: Side | None = None) -> LinkageGraph:
+def linkage_graph(view_a: PublicView, view_b: PublicView, transitions="none", *, side_a: Side | None = None,
+                  nodes_b: Nodes | None = None) -> LinkageGraph:
     """The (unpruned) linkage graph of two views; see the module docstring. ``transitions``:
     ``"none"``, ``"any"`` or a :class:`.transition_relation.TransitionRelation`. ``side_a`` may pass
-    ``view_a`` already prepared (:class:`Side`; used when it was prepared on the same columns)."""
+    ``view_a`` already prepared (:class:`Side`; used when it was prepared on the same columns),
+    ``nodes_b`` ``Nodes.of(view_b)`` already counted (the latest view joined with several earlier ones)."""
     relation = as_relation(transitions)
     shared = shared_columns(view_a, view_b)
     m = max(view_a.schema.sensitive.size, view_b.schema.sensitive.size)
     cols_a = tuple((ja, cat) for ja, _, cat in shared)
     if side_a is None or side_a.view is not view_a or side_a.cols != cols_a:
         side_a = Side.of(view_a, cols_a)
-    sb = Side.of(view_b, [(jb, cat) for _, jb, cat in shared])
+    sb = Side.of(view_b, [(jb, cat) for _, jb, cat in shared], nodes_b)
     a, b, ta, tb, twin_a, twin_b = side_a.nodes, sb.nodes, side_a.twins, sb.twins, side_a.twin, sb.twin
     ga, gb = overlapping_pairs(side_a.regions, sb.regions, shared)
     pa, pb = ta.ptr, tb.ptr

@@ -76,19 +76,34 @@ class LinkageAttacker(Attacker):
         rows, found = rows_of(pop.respondent, respondent, match_negative=True)
         rows = rows[found]
         known = Release(view.t, pop.schema, respondent[found], pop.qi[rows], np.zeros(len(rows), np.int64), truth=pop.truth)
-        prior = np.full((len(respondent), m), 1.0 / m)
-        prior[found] = self.knowledge.prior(known)
+        known_prior = np.asarray(self.knowledge.prior(known), dtype=float)
+        if found.all() and known_prior.shape == (len(respondent), m):
+            prior = known_prior  # every respondent in the population: her prior as it is (read only)
+        else:
+            prior = np.full((len(respondent), m), 1.0 / m)
+            prior[found] = known_prior
         cand = candidates(ctx.views, transitions=self._relation(pop, len(ctx.views)), pruned=p.pruned, join=p.join)
-        allowed = np.zeros((len(respondent), m), dtype=bool)
-        allowed[cand.row, cand.nodes.value[cand.node]] = True
+        n = len(respondent)
+        if cand.allowed is not None and cand.allowed.shape == (n, m):
+            allowed = cand.allowed  # the pairwise join's table of candidate values
+        else:
+            allowed = np.zeros((n, m), dtype=bool)
+            allowed[cand.row, cand.nodes.value[cand.node]] = True
         some = allowed.any(axis=1)
-        weights = np.where(allowed | ~some[:, None], prior, 0.0)
+        # row by row, in blocks of respondents (each row's numbers are its own: the same as on
+        # the whole table, without whole-table temporaries)
+        weights = np.empty((n, m))
+        for rows in _blocks(n):
+            weights[rows] = np.where(allowed[rows] | ~some[rows, None], prior[rows], 0.0)
         posterior = np.asarray(self.estimator.posterior(weights, view.sensitive, view.group, view.n_groups, m), dtype=float)
         # what the join rules out is certain: no mass there, whatever the estimator did with the
         # weights (frequency ignores them, bayesian keeps some mass on every tuple of the group)
-        kept = np.where(allowed, posterior, 0.0)
-        mass = kept.sum(axis=1, keepdims=True)
-        posterior = np.where(some[:, None] & (mass > 0), kept / np.where(mass > 0, mass, 1.0), posterior)
+        out = np.empty((n, m))
+        for rows in _blocks(n):
+            kept = np.where(allowed[rows], posterior[rows], 0.0)
+            mass = kept.sum(axis=1, keepdims=True)
+            out[rows] = np.where(some[rows, None] & (mass > 0), kept / np.where(mass > 0, mass, 1.0), posterior[rows])
+        posterior = out
         self.knowledge.revise(view, posterior, np.where(found, respondent, -1))
         extra = {
             "linkable_values_min": float(cand.values.min()) if len(cand.values) else 0.0,
@@ -97,3 +112,9 @@ class LinkageAttacker(Attacker):
             "linkable_records_mean": float(cand.records.mean()) if len(cand.records) else 0.0,
         }
         return AttackResult(respondent=respondent.copy(), posterior=posterior, extra=extra)
+
+
+def _blocks(n: int, size: int = 1 << 14):
+    """Slices of ``size`` rows covering ``range(n)``."""
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
