@@ -34,11 +34,12 @@ def test_plugins_lists_every_plugin_with_parameters(cli):
     for name in ["adult", "churn", "csv", "k_anonymity", "l_diversity", "t_closeness", "beta_likeness",
                  "bt_privacy", "delta_disclosure", "alpha_k_anonymity", "delta_presence", "k_map", "mondrian", "uniform", "kernel", "frequency", "omega", "snapshot",
                  "utility", "record_linkage", "kl_divergence", "query_error", "belief",
-                 "bkseq", "dk", "spm", "ie", "configuration", "js_reduce", "sequential"]:
+                 "bkseq", "dk", "spm", "ie", "configuration", "js_reduce", "sequential",
+                 "dp_tree", "dp_release", "dp_budget", "noisy_counts"]:
         assert f"  {name}  [" in out, name
     assert "privacy_model.k: int = 2" in out
     assert "privacy_model.t: float" in out
-    assert "cdpbench-classic 0.1.0" in out and "cdpbench-jsreduce 0.1.0" in out
+    assert "cdpbench-classic 0.1.0" in out and "cdpbench-jsreduce 0.1.0" in out and "cdpbench-dp 0.1.0" in out
     assert "BROKEN" not in out
 
 
@@ -95,7 +96,7 @@ def test_a_run_without_tracking_is_recorded_later(cli, mlflow_client):
     "overrides, message",
     [
         (["privacy_model.k=0"], "error: privacy_model.k must be an integer >= 1 (got 0)"),
-        (["anonymizer=mondrain"], "error: unknown anonymizer 'mondrain'; installed: bcf, bkaa, cell, js_reduce, ksaa, m_invariance, mondrian, partitioned_mondrian, sliced_bucket, tau_safe_lk, tau_safety, tds, tds4asr"),
+        (["anonymizer=mondrain"], "error: unknown anonymizer 'mondrain'; installed: bcf, bkaa, cell, dp_release, dp_tree, js_reduce, ksaa, m_invariance, mondrian, partitioned_mondrian, sliced_bucket, tau_safe_lk, tau_safety, tds, tds4asr"),
         (["-m", "privacy_model=k_anonymity,l_divers"], "error: unknown privacy_model 'l_divers'; installed: "),
         (["privacy_model=t_closeness", "privacy_model.t=1.5"], "error: privacy_model.t must be"),
         (["dataset.initial=0"], "error: dataset.initial must be"),

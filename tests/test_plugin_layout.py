@@ -38,8 +38,8 @@ def components(package: Path) -> list[tuple[str, str, str]]:
             for group, entries in eps.items() if group != PRESETS_GROUP for name, target in entries.items()]
 
 
-def test_there_are_six_packages():
-    assert [p.name for p in PACKAGES] == ["cdpbench-bayframe", "cdpbench-bcf", "cdpbench-classic",
+def test_there_are_seven_packages():
+    assert [p.name for p in PACKAGES] == ["cdpbench-bayframe", "cdpbench-bcf", "cdpbench-classic", "cdpbench-dp",
                                           "cdpbench-invariance", "cdpbench-jsreduce", "cdpbench-ksaa"]
 
 

@@ -138,8 +138,24 @@ class Publication:
     time: np.ndarray | None = None  # int64 [p] timestamps (cumulative releases)
     info: dict[str, Any] = field(default_factory=dict)
     bucket: np.ndarray | None = None  # int64 [p] sensitive bucket of each record (angelized: GT's BID); None: the group
+    #: float64 [G, m] a *counted* publication (differentially private continual release, issue #29):
+    #: the published (noisy) count of each sensitive value in each group (a cell of a data-independent
+    #: grid, empty cells included); the record arrays above stay the hidden truth the metrics read.
+    #: None: the records themselves are published (every other method)
+    noisy_counts: np.ndarray | None = None
+    #: what the adversary is told about the noise of ``noisy_counts`` (Kerckhoffs: mechanism and its
+    #: per-cell parameters; the anonymizer's own object, e.g. ``cdpbench_dp.noise.NoiseDescription``)
+    noise: Any = None
 
     def __post_init__(self) -> None:
+        if self.noisy_counts is not None:
+            self.noisy_counts = np.asarray(self.noisy_counts, dtype=np.float64)
+            shape = (self.n_groups, self.schema.sensitive.size)
+            if self.noisy_counts.shape != shape:
+                raise CdpbenchError(f"Publication.noisy_counts must be [groups, values] = {list(shape)}, "
+                                    f"got {list(self.noisy_counts.shape)}")
+            if self.bucket is not None or self.qi is not None:
+                raise CdpbenchError("Publication.noisy_counts (counted) excludes Publication.bucket and Publication.qi")
         if self.bucket is not None:
             self.bucket = np.asarray(self.bucket, dtype=np.int64)
             if len(self.bucket) != len(self.group) or (len(self.bucket) and self.bucket.min() < 0):
@@ -160,6 +176,11 @@ class Publication:
     def angelized(self) -> bool:
         """Two partitions: QI groups (``group``) and sensitive buckets (``bucket``); module docstring."""
         return self.bucket is not None
+
+    @property
+    def counted(self) -> bool:
+        """Noisy counts per group are published, not records (the field ``noisy_counts``)."""
+        return self.noisy_counts is not None
 
     @property
     def n_buckets(self) -> int:
@@ -296,7 +317,14 @@ class Publication:
         """What an adversary sees: per group its candidate respondents and its sensitive values,
         each sorted, so the position of a tuple says nothing about who owns it. Angelized: per
         group its candidates and the bucket ids of its tuples (GT), per bucket its value counts
-        (BT); no sensitive value per group (``sensitive`` None)."""
+        (BT); no sensitive value per group (``sensitive`` None). Counted: the groups' boxes, their
+        noisy counts and the noise description only; no respondent per group (listing them would
+        publish every cell's exact size) and no sensitive value."""
+        if self.counted:
+            none = np.zeros(0, dtype=np.int64)
+            return PublicView(t=self.t, schema=self.schema, group=none, respondent=none.copy(), sensitive=None,
+                              low=self.low, high=self.high, value_sets=self.value_sets,
+                              suppressed_count=len(self.suppressed), noisy_counts=self.noisy_counts, noise=self.noise)
         by_resp = np.lexsort((self.respondent, self.group))
         if self.bucket is None:
             sensitive, bucket, table = self.sensitive[np.lexsort((self.sensitive, self.group))], None, None
@@ -361,6 +389,8 @@ class PublicView:
     suppressed_count: int
     bucket: np.ndarray | None = None  # angelized: GT's BID of each tuple, sorted by (group, bucket)
     bucket_value_counts: np.ndarray | None = None  # angelized: BT, [B, m]
+    noisy_counts: np.ndarray | None = None  # counted: float64 [G, m], Publication.noisy_counts
+    noise: Any = None  # counted: the noise description, Publication.noise
 
     @property
     def n_groups(self) -> int:
@@ -370,19 +400,33 @@ class PublicView:
     def angelized(self) -> bool:
         return self.bucket is not None
 
+    @property
+    def counted(self) -> bool:
+        """Noisy counts per group, no records (:attr:`Publication.noisy_counts`)."""
+        return self.noisy_counts is not None
+
+    def require_records(self, who: str) -> None:
+        """A one-line :class:`CdpbenchError` naming ``who`` when the view is counted: for a consumer
+        that reads published records (their values, the respondents of a group)."""
+        if self.counted:
+            raise CdpbenchError(f"{who} does not support a counts publication (noisy counts per grid cell, "
+                                "no records; read view.noisy_counts)")
+
     def require_single_partition(self, who: str) -> None:
-        """As :meth:`Publication.require_single_partition`."""
+        """As :meth:`Publication.require_single_partition`; a counted view is refused as well."""
+        self.require_records(who)
         if self.angelized:
             raise CdpbenchError(f"{who} does not support an angelized publication "
                                 "(QI groups published apart from the sensitive buckets, GT/BT)")
 
     def group_sizes(self) -> np.ndarray:
-        """``[G]`` published tuples per group (counterfeits included)."""
+        """``[G]`` published tuples per group (counterfeits included); refused for a counted view."""
+        self.require_records("PublicView.group_sizes")
         return np.bincount(self.group, minlength=self.n_groups)
 
     def group_counts(self) -> np.ndarray:
         """``[G, m]`` count of each value per group; refused for an angelized view (use
-        :meth:`expected_group_counts`)."""
+        :meth:`expected_group_counts`) and a counted one (``noisy_counts``)."""
         self.require_single_partition("PublicView.group_counts (use expected_group_counts)")
         return value_counts(self.group, self.sensitive, self.n_groups, self.schema.sensitive.size)
 
@@ -396,7 +440,9 @@ class PublicView:
         return pair_counts(self.group, bucket, len(self.bucket_counts()) if self.angelized else self.n_groups)
 
     def expected_group_counts(self) -> np.ndarray:
-        """As :meth:`Publication.expected_group_counts`: float ``[G, m]`` from GT and BT only."""
+        """As :meth:`Publication.expected_group_counts`: float ``[G, m]`` from GT and BT only;
+        refused for a counted view."""
+        self.require_records("PublicView.expected_group_counts")
         if self.bucket is None:
             return self.group_counts().astype(float)
         return expected_counts(*self.group_bucket_counts(), self.bucket_value_counts, self.n_groups)

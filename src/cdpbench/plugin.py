@@ -364,6 +364,14 @@ class Estimator(Plugin):
         raise NotImplementedError
 
 
+#: what ``reads_counts`` says, for the three kinds that read a publication
+READS_COUNTS_HELP = """the component can read a *counted* publication (``Publication.noisy_counts``:
+    noisy counts per grid cell and no records, issue #29). False by default: a run whose anonymizer
+    declares ``publishes = "counts"`` refuses, when it is built, every privacy model, attacker and
+    metric that does not declare True (its records, ``PublicView.sensitive`` and the group
+    counts, are not published)."""
+
+
 class PrivacyModel(Plugin):
     """A predicate on candidate groups and a verifier of whole publications
     (``cdpbench.privacy_models``). ``needs_prior``: the model reads per-record beliefs
@@ -372,6 +380,8 @@ class PrivacyModel(Plugin):
     find the box a group would be published with (δ-presence, k-map)."""
 
     needs_prior: ClassVar[bool] = False
+    #: see :data:`READS_COUNTS_HELP`
+    reads_counts: ClassVar[bool] = False
     needs_qi: ClassVar[bool] = False
     #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
     #: which is safe: the run then keeps every release and publication. A component that never
@@ -419,6 +429,10 @@ class Anonymizer(Plugin):
     """Publishes one release given history and defender beliefs (``cdpbench.anonymizers``)."""
 
     needs_prior: ClassVar[bool] = False
+    #: what the publications hold: ``"records"`` (default: published records in groups) or
+    #: ``"counts"`` (``Publication.noisy_counts``, no records: only components that declare
+    #: ``reads_counts = True`` may then be in the run, :data:`READS_COUNTS_HELP`)
+    publishes: ClassVar[str] = "records"
     #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
     #: which is safe: the run then keeps every release and publication. A component that never
     #: reads it declares False; when every component of a run (and every plugin they reference)
@@ -438,6 +452,8 @@ class Attacker(Plugin):
     #: needs of earlier views on its instance, or none, declares False: the run then keeps only the
     #: latest view for it (:class:`LatestViewOnly`, which raises if an earlier one is read).
     uses_past_views: ClassVar[bool] = True
+    #: see :data:`READS_COUNTS_HELP`
+    reads_counts: ClassVar[bool] = False
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
         raise NotImplementedError
@@ -445,6 +461,9 @@ class Attacker(Plugin):
 
 class Metric(Plugin):
     """Numbers per release (``cdpbench.metrics``); ``compute`` returns ``{name: value}``."""
+
+    #: see :data:`READS_COUNTS_HELP`
+    reads_counts: ClassVar[bool] = False
 
     #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
     #: which is safe: the run then keeps every release and publication. A component that never

@@ -98,7 +98,11 @@ class Registry:
         Errors name the field as ``<where>.<param>`` (``where`` defaults to the kind)."""
         info = self.info(kind, name)
         where = where or kind
-        raw = OmegaConf.to_container(values, resolve=True) if isinstance(values, DictConfig) else dict(values or {})
+        try:  # an interpolation that does not resolve (e.g. ${dataset.releases} on a data set without it)
+            raw = OmegaConf.to_container(values, resolve=True) if isinstance(values, DictConfig) else dict(values or {})
+        except OmegaConfBaseException as e:
+            key = getattr(e, "full_key", None) or "?"
+            raise ConfigError(f"{key}: {str(e).splitlines()[0]}; set it on the command line") from None
         raw.pop("name", None)
         allowed = [f.name for f in dataclasses.fields(info.cls.Params)]
         unknown = [k for k in raw if k not in allowed]

@@ -96,7 +96,39 @@ def build(cfg: DictConfig, registry: Registry | None = None) -> Components:
             f"anonymizer {names['anonymizer']!r} needs defender knowledge; set knowledge=<name> "
             f"(installed: {', '.join(reg.names('knowledge'))})"
         )
+    check_counts_readers(cfg, anonymizer, model, knowledge, attackers, metrics, reg)
     return Components(dataset, anonymizer, model, knowledge, estimator, attackers, metrics, names)
+
+
+def check_counts_readers(cfg: DictConfig, anonymizer: Any, model: Any, knowledge: Any, attackers: dict[str, Attacker],
+                         metrics: dict[str, Metric], reg: Registry) -> None:
+    """An anonymizer that publishes noisy counts (``publishes = "counts"``, issue #29) is run only
+    with a privacy model, attackers and metrics that declare ``reads_counts = True``, and without
+    defender knowledge (revised on a publication's records): a :class:`ConfigError` naming the
+    first other component, and the installed ones that can read counts."""
+    if getattr(anonymizer, "publishes", "records") != "counts":
+        return
+    anon = cfg.anonymizer.name
+    if knowledge is not None:
+        raise ConfigError(f"knowledge {cfg.knowledge.name!r} revises the defender's beliefs on published records, but "
+                          f"anonymizer {anon!r} publishes noisy counts (no records); set knowledge=none")
+    primary = str(cfg.attacker.get("label") or cfg.attacker.name) if cfg.get("attacker") else None
+    readers = [("privacy_model", f"privacy_model {cfg.privacy_model.name!r}", model, "privacy_model=NAME")]
+    readers += [("attacker", f"attacker {getattr(a, 'plugin_name', label)!r}" if label == primary else f"extra_attackers.{label}",
+                 a, "attacker=NAME or attacker=none") for label, a in attackers.items()]
+    readers += [("metric", f"metrics.{name}", m, f"metrics.{name}.enabled=false") for name, m in metrics.items()]
+    for kind, who, plugin, fix in readers:
+        if getattr(plugin, "reads_counts", False):
+            continue
+        can = []
+        for other in reg.names(kind):
+            try:
+                if getattr(reg.info(kind, other).cls, "reads_counts", False):
+                    can.append(other)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{who} cannot read a counts publication (anonymizer {anon!r} publishes noisy counts per "
+                          f"grid cell, no records); {kind}s that can: {', '.join(can) or 'none installed'} ({fix})")
 
 
 def _without(node: DictConfig, key: str) -> dict:

@@ -112,6 +112,7 @@ class BeliefMetrics(Metric):
     """
 
     uses_history = False  # reads no ctx.history: this release's publication and attacks only (issue #28: the run keeps no more than it needs)
+    reads_counts = True  # a counted publication keeps its records as the hidden truth: p and a unchanged (issue #29)
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -17,6 +17,7 @@ class PublicationInfo(Metric):
     """The numbers a publication reports about itself (``Publication.info``), as ``info.<key>``."""
 
     uses_history = False  # reads no ctx.history: this release's publication only (issue #28: the run keeps no more than it needs)
+    reads_counts = True  # Publication.info only
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         out = {}

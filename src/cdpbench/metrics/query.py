@@ -43,7 +43,9 @@ The true answer (``Count(original)``) counts the release's records inside the ra
 value ``s``). The estimate (``Count(anonymized)``) assumes records spread uniformly over their
 group's region: ``sum_groups (share of the group's region inside the query ranges) x c_g``, with
 ``c_g`` the group's size ``|Q|`` in the ``qi`` form and the count of ``s`` in the group in the
-``qi_sensitive`` form (its expected count through the buckets in an angelized publication,
+``qi_sensitive`` form (in a counted publication, :attr:`~cdpbench.data.Publication.noisy_counts`,
+the raw noisy counts: the sum over the values of the cell's noisy counts, resp. the noisy count of
+``s``; unbiased, a negative count kept as it is; its expected count through the buckets in an angelized publication,
 :meth:`~cdpbench.data.Publication.expected_group_counts`; integral numeric domains count
 integers, other numeric domains measure length, categorical QIs count leaves of the value set). In a bucketized publication the QI values
 are exact: every published QI point inside the ranges counts 1 in the ``qi`` form, and its
@@ -222,8 +224,14 @@ def query_answers(queries: CountQueries, release: Release, publication: Publicat
     m = publication.schema.sensitive.size
     if values[0] < ANY_VALUE or values[-1] >= m:
         raise ValueError(f"query sensitive values must be in [{ANY_VALUE}, {m - 1}], got {values[0]}..{values[-1]}")
-    gcounts = publication.expected_group_counts()  # the group counts when single-partition
-    gsizes = publication.group_sizes().astype(float)
+    if publication.counted:
+        # noisy counts (issue #29): c_g = the raw noisy count of s in cell g (qi_sensitive form), or
+        # their sum over the values (qi form); unbiased, negative values kept
+        gcounts = publication.noisy_counts
+        gsizes = gcounts.sum(axis=1)
+    else:
+        gcounts = publication.expected_group_counts()  # the group counts when single-partition
+        gsizes = publication.group_sizes().astype(float)
     bucketized = publication.bucketized
     if bucketized:
         sizes = np.maximum(gsizes, 1.0)
@@ -240,7 +248,7 @@ def query_answers(queries: CountQueries, release: Release, publication: Publicat
                 # exact points: each one inside the ranges is one published tuple
                 est[sel] = _weighted_inside(low, high, publication.qi, None)
             else:
-                groups = np.flatnonzero(gsizes > 0)
+                groups = np.flatnonzero(gsizes != 0)  # a noisy count may be negative
                 est[sel] = _spread_inside(low, high, regions, groups, gsizes[groups], publication.schema, integral)
             continue
         true[sel] = _weighted_inside(low, high, release.qi[release.sensitive == value], None)
@@ -249,7 +257,7 @@ def query_answers(queries: CountQueries, release: Release, publication: Publicat
             pts = np.flatnonzero(point_share[:, value] > 0)
             est[sel] = _weighted_inside(low, high, publication.qi[pts], point_share[pts, value])
         else:
-            groups = np.flatnonzero(gcounts[:, value] > 0)
+            groups = np.flatnonzero(gcounts[:, value] != 0)
             est[sel] = _spread_inside(low, high, regions, groups, gcounts[groups, value], publication.schema, integral)
     return true, est
 
@@ -427,6 +435,7 @@ class QueryError(Metric):
     uses_history = False  # reads no ctx.history: this release and its publication only (issue #28: the run keeps no more than it needs)
 
     Params = QueryErrorParams
+    reads_counts = True  # answers from Publication.noisy_counts in a counted publication (issue #29)
 
     def compute(self, ctx: MetricContext) -> dict[str, float]:
         p = self.params

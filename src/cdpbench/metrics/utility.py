@@ -131,6 +131,7 @@ class UtilityMetrics(Metric):
     """
 
     uses_history = False  # reads no ctx.history: this release's publication only (issue #28: the run keeps no more than it needs)
+    reads_counts = True  # a counted publication's cells are boxes holding its (hidden) records: NCP unchanged (issue #29)
 
     Params = UtilityParams
 

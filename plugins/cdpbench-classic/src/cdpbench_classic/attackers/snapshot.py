@@ -91,6 +91,7 @@ class Snapshot(Attacker):
         return self._prior
 
     def observe(self, view: PublicView, ctx: AttackContext) -> AttackResult:
+        view.require_records("attacker snapshot")  # a counted view (noisy counts, issue #29) has no group values
         population = ctx.population
         m = view.schema.sensitive.size
         prior = self.population_prior(population)

@@ -1,0 +1,1 @@
+"""cdpbench-dp: differentially private continual release (issue #29); see README.md."""

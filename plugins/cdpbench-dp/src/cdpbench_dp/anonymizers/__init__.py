@@ -1,0 +1,1 @@
+"""The DP count-release anonymizers, one mechanism per module."""

@@ -1,0 +1,1 @@
+"""The adversary on noisy counts."""

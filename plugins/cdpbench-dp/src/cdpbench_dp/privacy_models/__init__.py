@@ -1,0 +1,1 @@
+"""The budget verifier of the DP anonymizers."""
