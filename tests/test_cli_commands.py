@@ -63,7 +63,7 @@ def test_help_through_the_console_script(cli):
 # ---------------------------------------------------------------------------------- experiments
 def test_presets_and_option_groups_of_the_repository():
     assert preset_names() == ["quickstart", "bayframe/fig3", "bayframe/fig4", "bayframe/fig5", "bayframe/fig6",
-                              "bayframe/fig7", "bayframe/fig9", "bayframe/fig11", "bcf/fig1", "bcf/fig2", "invariance/attack", "invariance/fig5",
+                              "bayframe/fig7", "bayframe/fig9", "bayframe/fig11", "bcf/fig1", "bcf/fig2", "frontier/bkseq", "frontier/churn", "invariance/attack", "invariance/fig5",
                               "invariance/fig5b", "invariance/fig6", "invariance/fig7", "invariance/fig8",
                               "invariance/fig9", "js_reduce/fig4", "js_reduce/fig5", "js_reduce/fig6",
                               "js_reduce/fig7", "js_reduce/fig8", "ksaa/compare", "ksaa/compare_own", "matrix/bkseq", "matrix/churn",

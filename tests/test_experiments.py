@@ -26,6 +26,8 @@ GRIDS = {
     "matrix/churn": {"+experiment/matrix/churn_defense": 5},
     "matrix/sequential": {"+experiment/ksaa/anonymizer": 3},
     "matrix/cumulative": {"+experiment/bcf/method": 2},
+    "frontier/bkseq": {"+experiment/frontier/defense": 9},
+    "frontier/churn": {"+experiment/frontier/defense": 9},
     "bcf/fig1": {"dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bcf/fig2": {"+experiment/bcf/method": 3, "dataset.attributes": 2, "dataset.d2": 3, "privacy_model.k": 5},
     "bayframe/fig3": {"+experiment/bayframe/estimate": 6},
