@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cdpbench.data import GroupBatch, Publication
-from cdpbench.errors import DataError, require
+from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel
+
+from ..table import table_distribution
 
 VARIANTS = ("basic", "enhanced")
 _TOL = 1e-12  # slack for float comparisons of a relative gain with its bound
@@ -79,15 +81,9 @@ class BetaLikeness(PrivacyModel):
 
     Params = BetaLikenessParams
 
-    def _table(self, ctx: ModelContext, m: int) -> np.ndarray:
-        q = np.asarray(ctx.table_distribution, dtype=float)
-        if q.shape != (m,):
-            raise DataError(f"table_distribution has shape {q.shape}; the sensitive domain has {m} values")
-        return q
-
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         counts = batch.counts()
-        q = self._table(ctx, counts.shape[1])
+        q = table_distribution(ctx, counts.shape[1])
         gain = relative_gains(counts, q)
         bound = np.full(len(q), float(self.params.beta))
         if self.params.variant == "enhanced":
@@ -101,7 +97,7 @@ class BetaLikeness(PrivacyModel):
         counts = publication.group_counts()
         if counts.shape[0] == 0:
             return {"k": 0.0, "beta": 0.0, "beta_satisfied": 0.0}
-        q = self._table(ctx, counts.shape[1])
+        q = table_distribution(ctx, counts.shape[1])
         gain = relative_gains(counts, q)
         basic = float(gain.max())
         out = {"k": float(counts.sum(axis=1).min())}

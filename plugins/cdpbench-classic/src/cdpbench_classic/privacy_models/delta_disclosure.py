@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cdpbench.data import GroupBatch, Publication
-from cdpbench.errors import DataError, require
+from cdpbench.errors import require
 from cdpbench.plugin import ModelContext, PrivacyModel
+
+from ..table import table_distribution
 
 READINGS = ("skip", "violate")
 
@@ -75,15 +77,9 @@ class DeltaDisclosure(PrivacyModel):
     Params = DeltaDisclosureParams
     uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
 
-    def _table(self, ctx: ModelContext, m: int) -> np.ndarray:
-        q = np.asarray(ctx.table_distribution, dtype=float)
-        if q.shape != (m,):
-            raise DataError(f"table_distribution has shape {q.shape}; the sensitive domain has {m} values")
-        return q
-
     def accepts(self, batch: GroupBatch, ctx: ModelContext) -> np.ndarray:
         counts = batch.counts()
-        q = self._table(ctx, counts.shape[1])
+        q = table_distribution(ctx, counts.shape[1])
         ratio, present = log_ratios(counts, q)
         ok = (ratio < self.params.delta).all(axis=1)
         if self.params.absent == "violate":
@@ -95,7 +91,7 @@ class DeltaDisclosure(PrivacyModel):
         counts = publication.group_counts()
         if counts.shape[0] == 0:
             return {"k": 0.0, "delta": 0.0, "delta_literal": 0.0}
-        q = self._table(ctx, counts.shape[1])
+        q = table_distribution(ctx, counts.shape[1])
         ratio, present = log_ratios(counts, q)
         delta = float(ratio.max())
         lacking = ((~present) & (q > 0)[None, :]).any()
