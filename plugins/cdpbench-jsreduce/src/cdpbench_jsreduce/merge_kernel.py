@@ -53,6 +53,27 @@ MARGIN = 1e-9  # a compiled EMD / divergence this close to its bound (relative, 
 
 
 @numba.njit(cache=True)
+def emd_to_table(counts, plus, per, table, ordered):
+    """The EMD of a group's value distribution to the table's (t-closeness, §6.1; classic's
+    ``equal`` or ``ordered`` ground distance): ``counts`` the group's value counts, with one more
+    record of value ``plus`` (-1: none), over ``per`` records; a sequential sum."""
+    m = table.shape[0]
+    emd = 0.0
+    run = 0.0
+    for v in range(m):
+        c = counts[v] + (1 if v == plus else 0)
+        diff = c / per - table[v]
+        if ordered:
+            run += diff
+            emd += abs(run)
+        else:
+            emd += abs(diff)
+    if ordered:
+        return emd / (m - 1) if m >= 2 else 0.0
+    return 0.5 * emd
+
+
+@numba.njit(cache=True)
 def merge_run(
     rest,
     start,
@@ -124,21 +145,7 @@ def merge_run(
                 total += counts[g, v]
             if total < inner_k:
                 continue
-            per = float(max(total, 1))
-            emd = 0.0
-            run = 0.0
-            for v in range(m):
-                c = counts[g, v] + (1 if v == s else 0)
-                diff = c / per - table[v]
-                if ordered:
-                    run += diff
-                    emd += abs(run)
-                else:
-                    emd += abs(diff)
-            if ordered:
-                emd = emd / (m - 1) if m >= 2 else 0.0
-            else:
-                emd = 0.5 * emd
+            emd = emd_to_table(counts[g], s, float(max(total, 1)), table, ordered)
             if emd > emd_bound + emd_margin:
                 continue
             unsure = emd > emd_bound - emd_margin
@@ -201,19 +208,7 @@ def judge_prefixes(rows, rho, rho_entropy, k, js_bound, sensitive, table, emd_bo
                 out[b, l] = 0
                 continue
             per = float(size)
-            emd = 0.0
-            run = 0.0
-            for v in range(m):
-                diff = counts[v] / per - table[v]
-                if ordered:
-                    run += diff
-                    emd += abs(run)
-                else:
-                    emd += abs(diff)
-            if ordered:
-                emd = emd / (m - 1) if m >= 2 else 0.0
-            else:
-                emd = 0.5 * emd
+            emd = emd_to_table(counts, -1, per, table, ordered)
             if emd > emd_bound + emd_margin:
                 out[b, l] = 0
                 continue
