@@ -191,6 +191,14 @@ CASES: tuple[Case, ...] = (
          ("anonymizer=bkaa", "knowledge=bayframe", "knowledge.steps=1", "estimator=bayesian", "privacy_model=j_similarity",
           "attacker=bayframe", *NO_METRICS),
          ("anonymizer/bkaa", "verifier/j_similarity", "knowledge/bayframe", "attacker/bayframe")),
+    # -- bkseq: DP continual release (issue #29) on the data-independent grid, the noisy-counts adversary; the
+    # metrics that read records (kl_divergence, record_linkage) cannot run on a counts publication
+    Case("bkseq_dp_tree", bkseq,
+         ("anonymizer=dp_tree", "privacy_model=dp_budget", "attacker=noisy_counts", *NO_METRICS),
+         ("anonymizer/dp_tree", "verifier/dp_budget", "attacker/noisy_counts")),
+    Case("bkseq_dp_release", bkseq,
+         ("anonymizer=dp_release", "privacy_model=dp_budget", "attacker=none", *NO_METRICS),
+         ("anonymizer/dp_release",)),
     # the sequential adversary's exact posteriors, one a case (each holds its beliefs over every respondent)
     Case("bkseq_sequential_configuration", bkseq,
          ("anonymizer=mondrian", "privacy_model=l_diversity", "privacy_model.l=2", "attacker=none",
