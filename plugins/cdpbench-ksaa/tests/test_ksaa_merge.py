@@ -229,3 +229,39 @@ def test_bisect_equals_rounds_on_sequential_adult(model_name, k, transitions):
             tails += out["bisect"].info["judged"] < out["rounds"].info["judged"]
     assert saved >= 0
     print(f"{model_name} k={k}: {tails} releases with a bisected tail, {saved:.0f} judged publications saved")
+
+
+def test_merged_publication_from_the_groups_boxes_equals_the_one_from_the_records():
+    """``_Merger.publish_merged`` (the merged groups' boxes from their groups' boxes) against
+    ``publish`` (``Publication.from_partition`` on the records): every field equal, on random
+    merges of the groups of adult_sequential releases (categorical QIs: taxonomy nodes) and of a
+    numeric line, chained (a merged publication merged again)."""
+    from cdpbench_ksaa.anonymizers.ksaa import _Merger
+    from cdpbench_ksaa.datasets.adult_sequential import AdultSequential, AdultSequentialParams
+
+    def fields_equal(a, b):
+        assert a.value_sets.keys() == b.value_sets.keys()
+        assert all(np.array_equal(a.value_sets[j], b.value_sets[j]) for j in a.value_sets)
+        for f in ("group", "sensitive", "respondent", "counterfeit", "row", "low", "high", "suppressed"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        assert a.qi is None and b.qi is None and a.time is None and b.time is None and a.t == b.t
+
+    rng = np.random.default_rng(3)
+    releases = list(AdultSequential(AdultSequentialParams(records=1500, releases=3)).releases(np.random.default_rng(0)))
+    releases += [line_release(n=180, seed=s) for s in range(2)]
+    checked = 0
+    for release in releases:
+        merger = _Merger(release, judge=lambda p: np.zeros(0, np.int64))
+        pub = merger.publish(rng.integers(0, 200, len(release)))  # a random partition into <= 200 groups
+        for _ in range(4):
+            into = np.arange(pub.n_groups)
+            pick = rng.choice(pub.n_groups, size=pub.n_groups // 3, replace=False)
+            into[pick] = rng.integers(0, pub.n_groups, len(pick))  # each picked group joins another one
+            into = into[into]  # (a joined group that itself joined: follow one more step, as chains do)
+            fast = merger.publish_merged(pub, into)
+            labels = merger.labels(pub)
+            slow = merger.publish(np.where(labels >= 0, into[np.maximum(labels, 0)], -1))
+            fields_equal(fast, slow)
+            checked += 1
+            pub = fast
+    assert checked == 20

@@ -40,6 +40,7 @@ respondents' joined beliefs and judged again (:mod:`~cdpbench_ksaa.belief_split`
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,7 @@ class _Merger:
         schema = release.schema
         self.widths = np.where(schema.widths > 0, schema.widths, 1.0)
         self.rounds = self.merged = self.judged = 0
+        self._own = weakref.WeakValueDictionary()  # id -> a publication this merger built (publish_merged's fast path)
 
     def judge(self, pub: Publication) -> np.ndarray:
         self.judged += 1
@@ -144,7 +146,47 @@ class _Merger:
         rows = np.flatnonzero(labels >= 0)
         first = np.full(int(labels.max(initial=-1)) + 1, len(labels), dtype=np.int64)
         np.minimum.at(first, labels[rows], rows)
-        return Publication.from_partition(self.release, np.where(labels >= 0, first[np.maximum(labels, 0)], -1))
+        pub = Publication.from_partition(self.release, np.where(labels >= 0, first[np.maximum(labels, 0)], -1))
+        self._own[id(pub)] = pub
+        return pub
+
+    def publish_merged(self, pub: Publication, into: np.ndarray) -> Publication:
+        """The publication :meth:`publish` gives when the groups of ``pub`` are merged as ``into``
+        maps them (group -> the group it joins), built from the groups' boxes instead of the
+        records: a merged group's box is the smallest box around its records, so its numeric
+        bounds are the extremes of its groups' bounds and a categorical QI's node is the smallest
+        one covering its groups' nodes (each already the smallest covering its records). Only for
+        a publication :meth:`publish` made (a partition of real records, taxonomy nodes): the
+        others go through :meth:`publish`."""
+        if self._own.get(id(pub)) is not pub:
+            labels = self.labels(pub)
+            return self.publish(np.where(labels >= 0, into[np.maximum(labels, 0)], -1))
+        G = pub.n_groups
+        first = np.full(G, np.iinfo(np.int64).max)
+        np.minimum.at(first, pub.group, pub.row)  # each group's first record
+        reps = np.unique(into)
+        lead = np.full(G, np.iinfo(np.int64).max)
+        np.minimum.at(lead, into, first)  # each merged group's first record
+        renumber = np.empty(G, dtype=np.int64)
+        renumber[reps[np.argsort(lead[reps], kind="stable")]] = np.arange(len(reps))  # numbered by first record
+        new_of = renumber[into]
+        low = np.full((len(reps), pub.low.shape[1]), np.inf)
+        high = np.full_like(low, -np.inf)
+        np.minimum.at(low, new_of, pub.low)
+        np.maximum.at(high, new_of, pub.high)
+        schema = self.release.schema
+        value_sets: dict[int, np.ndarray] = {}
+        for j in schema.categorical:
+            tax = schema.qi[j].taxonomy
+            _, lo, hi = tax.covering_range(low[:, j].astype(np.int64), high[:, j].astype(np.int64))
+            low[:, j], high[:, j] = lo, hi
+            leaves = np.arange(tax.size)
+            value_sets[j] = (leaves[None, :] >= lo[:, None]) & (leaves[None, :] <= hi[:, None])
+        new = Publication(t=pub.t, schema=schema, group=new_of[pub.group], sensitive=pub.sensitive,
+                          respondent=pub.respondent, counterfeit=pub.counterfeit, row=pub.row, low=low, high=high,
+                          value_sets=value_sets, suppressed=pub.suppressed, qi=None, time=pub.time, info={})
+        self._own[id(new)] = new
+        return new
 
     def labels(self, pub: Publication) -> np.ndarray:
         labels = np.full(len(self.release), -1, dtype=np.int64)
@@ -207,7 +249,7 @@ class _Merger:
         _, comp = connected_components(graph, directed=False)
         self.rounds += 1
         self.merged += len(bad)
-        new = self.publish(np.where(labels >= 0, comp[np.maximum(labels, 0)], -1))
+        new = self.publish_merged(pub, comp)
         return new, self.judge(new)
 
     def absorb(self, pub: Publication, bad: np.ndarray, budget: int):
@@ -278,7 +320,7 @@ class _Merger:
                     if np.array_equal(nxt, into):
                         break
                     into = nxt
-                new = self.publish(np.where(labels >= 0, into[np.maximum(labels, 0)], -1))
+                new = self.publish_merged(pub, into)
                 at = np.full(len(labels), -1, dtype=np.int64)
                 real = ~new.counterfeit
                 at[new.row[real]] = new.group[real]
