@@ -5,6 +5,7 @@ them fails with a one-line error naming it."""
 
 import gc
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,9 +64,37 @@ def keep_everything(comp):
     return comp
 
 
-def live(cls) -> int:
-    gc.collect()
-    return sum(isinstance(o, cls) for o in gc.get_objects())
+class Alive:
+    """Weak references to every Release, Publication and PublicView of one run (what its data set
+    yields, its anonymizer publishes, its attackers observe), so that objects other tests left in
+    the same process do not count."""
+
+    def __init__(self, comp):
+        self.refs: dict[type, list] = {Release: [], Publication: [], PublicView: []}
+        releases, publish = comp.dataset.releases, comp.anonymizer.publish
+
+        def tracked_releases(rng):
+            for release in releases(rng):
+                self.refs[Release].append(weakref.ref(release))
+                yield release
+
+        def tracked_publish(release, ctx):
+            publication = publish(release, ctx)
+            self.refs[Publication].append(weakref.ref(publication))
+            return publication
+
+        comp.dataset.releases, comp.anonymizer.publish = tracked_releases, tracked_publish
+        for attacker in comp.attackers.values():
+            def tracked_observe(view, ctx, observe=attacker.observe):
+                self.refs[PublicView].append(weakref.ref(view))
+                return observe(view, ctx)
+
+            attacker.observe = tracked_observe
+
+    def __call__(self, cls) -> int:
+        gc.collect()
+        alive = (ref() for ref in self.refs[cls])
+        return len({id(obj) for obj in alive if obj is not None})  # every attacker observes the same view
 
 
 class EarlierPublished(Metric):
@@ -117,13 +146,16 @@ def test_the_run24_configuration_keeps_no_history_and_gives_the_former_numbers()
         counts.append((live(Release), live(Publication), live(PublicView)))
 
     comp = runner.build(cfg)
+    live = Alive(comp)
     lean = runner.run_releases(cfg, comp, on_release=count, progress=False)
     assert counts == [(1, 1, 1)] * 5
     assert not comp.attackers["intersection"].uses_past_views and not comp.attackers["snapshot"].uses_past_views
     del comp  # its snapshot attacker caches the last population (a Release)
 
     counts.clear()
-    former = runner.run_releases(cfg, keep_everything(runner.build(cfg)), on_release=count, progress=False)
+    comp = keep_everything(runner.build(cfg))
+    live = Alive(comp)
+    former = runner.run_releases(cfg, comp, on_release=count, progress=False)
     assert counts == [(t, t, t) for t in range(1, 6)]  # the former runner kept every release
     assert deterministic(lean).equals(deterministic(former))
     assert lean["intersection.narrowed"].iloc[1:].gt(0).any()  # the attack over releases did work
@@ -139,6 +171,7 @@ def test_history_is_kept_when_one_component_reads_it_and_every_number_stays_the_
     comp.metrics["earlier"] = EarlierPublished()  # default uses_history = True: the run keeps the history
     comp.metrics["published"] = PublishedSize()
     counts = []
+    live = Alive(comp)
     table = runner.run_releases(cfg, comp, on_release=lambda t, row: counts.append(live(Publication)), progress=False)
     assert counts == [1, 2, 3, 4]
     added = ["earlier_published", "earlier_records", "earlier_count", "published", "records"]
