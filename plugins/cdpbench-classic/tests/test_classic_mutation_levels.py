@@ -97,3 +97,32 @@ def test_kernel_prior_ignores_a_one_level_taxonomy():
     without = kernel_prior(release((NumericQI("age", 0, 100),), [(a, s) for a, _, s in rows]), 0.3)
     assert np.isfinite(with_flat).all()
     np.testing.assert_allclose(with_flat, without, atol=1e-12)
+
+
+def test_t_closeness_refresh_equals_add_and_emd_terms_are_stated_only_where_they_hold():
+    """``refresh`` after growing counts in place gives ``add``'s table rows; ``emd_terms`` (what a
+    compiled loop may reproduce: JS-reduce's kernels) is stated for the equal and ordered ground
+    distances with the bound t + the model's slack, and withheld from a subclass, which may judge
+    otherwise."""
+    from cdpbench_classic.privacy_models.t_closeness import _TOL, ClosenessExtension
+
+    rng = np.random.default_rng(4)
+    values = ("a", "b", "c")
+    _, ctx, release = publication(values, [values[i] for i in rng.integers(0, 3, 30)], [0] * 30)
+    segment = np.repeat(np.arange(6), 5)
+    model = TCloseness(TClosenessParams(t=0.3, k=2))
+    by_add = model.extension(release, ctx, np.arange(30), segment, 6)
+    by_refresh = model.extension(release, ctx, np.arange(30), segment, 6)
+    for g, row in [(0, 3), (2, 7), (2, 11), (5, 0)]:
+        by_add.add(g, row)
+        by_refresh.counts[g, by_refresh.sensitive[row]] += 1
+    by_refresh.refresh(np.array([0, 2, 5]))
+    assert np.array_equal(by_add.table, by_refresh.table) and not by_add.table.all() and by_add.table.any()
+    counts, sensitive, table, bound, k, ordered = by_add.emd_terms()
+    assert counts is by_add.counts and bound == 0.3 + _TOL and k == 2 and ordered is False
+    assert np.array_equal(sensitive, release.sensitive) and np.allclose(table, ctx.table_distribution)
+
+    class Stricter(ClosenessExtension):
+        pass
+
+    assert Stricter(model, ctx, release.sensitive, 3, np.arange(30), segment, 6).emd_terms() is None

@@ -93,18 +93,6 @@ def test_the_kernel_imports():
     assert js_reduce.compiled_merge() is merge_kernel.merge_run
 
 
-def test_t_closeness_is_recognized_by_its_names_and_slack():
-    """The kernel judges classic's t-closeness, which the anonymizer cannot import (plugins import
-    no other plugin's modules): its module, class names and slack are those written there."""
-    from cdpbench_classic.privacy_models import t_closeness
-
-    module, model_class, extension_class = js_reduce._T_CLOSENESS
-    assert t_closeness.__name__ == module
-    assert t_closeness.TCloseness.__qualname__ == model_class
-    assert t_closeness.ClosenessExtension.__qualname__ == extension_class
-    assert js_reduce._T_CLOSENESS_TOL == t_closeness._TOL
-
-
 @pytest.mark.parametrize("margin", [merge_kernel.MARGIN, 1e9])
 def test_compiled_prefix_judgment_equals_numpys(margin, monkeypatch):
     """The scan's judgment of every prefix of many sequences (``JSExtension.accepts_prefixes``), by

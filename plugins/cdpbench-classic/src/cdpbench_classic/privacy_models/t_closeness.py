@@ -167,6 +167,28 @@ class ClosenessExtension(GroupExtension):
         p = self.model.params
         return (counts.sum(axis=1) >= p.k) & (self.model.distances(counts, self.ctx) <= p.t + _TOL)
 
+    def refresh(self, groups: np.ndarray) -> None:
+        """Recompute the table rows of ``groups`` from their counts (what :meth:`add` does for one
+        group), for a caller that grew ``counts`` in place (a compiled merge)."""
+        groups = np.asarray(groups, dtype=np.int64)
+        m = self._unit.shape[0]
+        self.table[groups] = self._judge((self.counts[groups][:, None, :] + self._unit[None, :, :]).reshape(-1, m)).reshape(-1, m)
+
+    def emd_terms(self) -> tuple | None:
+        """What a compiled loop needs to reproduce this judgment with its own EMD sum: ``(counts``
+        (the running ``[G, m]`` int64 counts, which it may grow in place, then :meth:`refresh`),
+        ``sensitive``, the table distribution, the bound ``t`` + slack, ``k``, whether the ground
+        distance is ``ordered``) — for this class and ``TCloseness`` themselves with the ``equal`` or
+        ``ordered`` ground distance; None otherwise (hierarchical EMD, or a subclass that may judge
+        differently)."""
+        p = self.model.params
+        if type(self) is not ClosenessExtension or type(self.model) is not TCloseness or p.distance not in ("equal", "ordered"):
+            return None
+        table = np.asarray(self.ctx.table_distribution, dtype=float)
+        if table.shape != (self.counts.shape[1],):
+            return None  # the NumPy judgment raises the model's error
+        return self.counts, self.sensitive, np.ascontiguousarray(table), p.t + _TOL, p.k, p.distance == "ordered"
+
     def accepts_plus(self, row: int) -> np.ndarray:
         return self.table[:, self.sensitive[row]]
 

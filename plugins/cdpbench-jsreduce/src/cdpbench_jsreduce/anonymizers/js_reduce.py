@@ -480,41 +480,28 @@ def compiled_merge():
     return _KERNEL[0]
 
 
-# classic's t-closeness, recognized by its classes' names (plugins never import each other's modules)
-_T_CLOSENESS = ("cdpbench_classic.privacy_models.t_closeness", "TCloseness", "ClosenessExtension")
-_T_CLOSENESS_TOL = 1e-12  # its slack in EMD <= t + slack (t_closeness._TOL; the tests check they agree)
-
-
-def _is_class(obj, module: str, name: str) -> bool:
-    return type(obj).__module__ == module and type(obj).__qualname__ == name
-
-
 def _kernel_state(ext: GroupExtension) -> tuple | None:
     """The arrays and bounds the compiled loops read (and the merge updates in place), from the
-    js_reduce model's running statistics with classic's t-closeness (``equal`` or ``ordered``
-    ground distance; its ``ClosenessExtension``: ``counts``, ``sensitive``, ``table``, ``ctx``,
-    ``model``) — or None for any other extension (a subclass, another model or ground distance):
-    the NumPy code then judges."""
+    js_reduce model's running statistics with a closeness extension that states its EMD terms
+    (``emd_terms``: classic's t-closeness with the ``equal`` or ``ordered`` ground distance) — or
+    None for any other extension (a subclass, another model or ground distance): the NumPy code
+    then judges."""
     from ..privacy_models import js_reduce as js
 
     if type(ext) is not js.JSExtension:
         return None
-    closeness = ext.closeness
-    module, model_class, extension_class = _T_CLOSENESS
-    if not (_is_class(closeness, module, extension_class) and _is_class(closeness.model, module, model_class)):
+    terms = getattr(ext.closeness, "emd_terms", None)
+    terms = terms() if callable(terms) else None
+    if terms is None:
         return None
-    params = closeness.model.params
-    if params.distance not in ("equal", "ordered"):
-        return None
+    counts, sensitive, table, emd_bound, inner_k, ordered = terms
     sums = ext.sums
-    table = np.asarray(closeness.ctx.table_distribution, dtype=float)
-    m = sums.mass.shape[1]
-    if sums.base != 2.0 or table.shape != (m,) or closeness.counts.dtype != np.int64 or closeness.counts.shape != sums.mass.shape:
-        return None  # (a wrong table shape: the NumPy code raises the model's error)
+    if sums.base != 2.0 or counts.dtype != np.int64 or counts.shape != sums.mass.shape:
+        return None
     return (
         np.ascontiguousarray(sums.rho), np.ascontiguousarray(sums.rho_entropy), sums.mass, sums.entropy_sum, sums.size_plus,
-        ext.large_plus, ext.k, ext.j + js._TOL, closeness.counts, np.ascontiguousarray(closeness.sensitive, dtype=np.int64),
-        np.ascontiguousarray(table), params.t + _T_CLOSENESS_TOL, params.k, params.distance == "ordered",
+        ext.large_plus, ext.k, ext.j + js._TOL, counts, np.ascontiguousarray(sensitive, dtype=np.int64),
+        table, emd_bound, inner_k, ordered,
     )
 
 
@@ -547,18 +534,12 @@ def _compiled_prefixes(prefixes: PrefixJudge | None) -> PrefixJudge | None:
 
 
 def _refresh_closeness(ext: GroupExtension, dirty: np.ndarray) -> None:
-    """The rows of t-closeness's judgment table (``ClosenessExtension.table``: may group g take one
-    more record of value v) of the groups the compiled merge grew: what ``ClosenessExtension.add``
-    computes for them, all in one judgment (as its constructor does)."""
+    """The closeness table rows (may group g take one more record of value v) of the groups the
+    compiled merge grew, refreshed by the extension itself (``refresh``)."""
     grown = np.flatnonzero(dirty)
-    if len(grown) == 0:
-        return
-    closeness = ext.closeness
-    unit = closeness._unit
-    m = unit.shape[0]
-    candidates = (closeness.counts[grown][:, None, :] + unit[None, :, :]).reshape(-1, m)
-    closeness.table[grown] = closeness._judge(candidates).reshape(-1, m)
-    dirty[grown] = False
+    if len(grown):
+        ext.closeness.refresh(grown)
+        dirty[grown] = False
 
 
 def _merge_compiled(
