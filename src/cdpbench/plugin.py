@@ -311,6 +311,9 @@ class Dataset(Plugin):
     """Yields the raw releases of a scenario (``cdpbench.datasets``)."""
 
     scenario: ClassVar[str] = "continuous"  # or "cumulative", "sequential"
+    #: every release carries the public population its respondents are drawn from
+    #: (``Release.population``), which the privacy models that declare ``needs_population`` read
+    publishes_population: ClassVar[bool] = False
 
     def releases(self, rng: np.random.Generator) -> Iterator[Release]:
         raise NotImplementedError
@@ -383,6 +386,9 @@ class PrivacyModel(Plugin):
     #: see :data:`READS_COUNTS_HELP`
     reads_counts: ClassVar[bool] = False
     needs_qi: ClassVar[bool] = False
+    #: the model compares a publication with the release's public population (δ-presence, k-map):
+    #: the run refuses, before it starts, a data set that does not declare ``publishes_population``
+    needs_population: ClassVar[bool] = False
     #: the component reads ``ctx.history`` (earlier releases and publications). True by default,
     #: which is safe: the run then keeps every release and publication. A component that never
     #: reads it declares False; when every component of a run (and every plugin they reference)

@@ -96,6 +96,12 @@ def build(cfg: DictConfig, registry: Registry | None = None) -> Components:
             f"anonymizer {names['anonymizer']!r} needs defender knowledge; set knowledge=<name> "
             f"(installed: {', '.join(reg.names('knowledge'))})"
         )
+    if getattr(model, "needs_population", False) and not getattr(dataset, "publishes_population", False):
+        offering = [n for n in reg.names("dataset") if getattr(reg.info("dataset", n).cls, "publishes_population", False)]
+        raise ConfigError(
+            f"privacy_model {names['privacy_model']!r} needs the public population table (Release.population), which "
+            f"dataset {names['dataset']!r} does not publish; datasets that do: {', '.join(offering) or 'none installed'}"
+        )
     check_counts_readers(cfg, anonymizer, model, knowledge, attackers, metrics, reg)
     return Components(dataset, anonymizer, model, knowledge, estimator, attackers, metrics, names)
 

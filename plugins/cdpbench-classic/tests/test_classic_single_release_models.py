@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -582,3 +583,24 @@ def test_partitioned_mondrian_tasks_use_the_prepared_population(name, params):
     with pytest.raises(ConfigError, match="dataset"):
         model(name, **params).accepts(GroupBatch(release.sensitive, np.zeros(len(release), np.int64), 1, 14, None, release.qi),
                                       ModelContext(release.schema, release.sensitive_distribution()))
+
+
+@pytest.mark.parametrize("name", ["delta_presence", "k_map"])
+def test_a_dataset_without_population_is_refused_when_the_run_is_built(name):
+    """Before any run is created (``runner.build``, which the CLI calls before MLflow): bkseq
+    publishes no population; churn and adult_sequential declare that they do."""
+    from hydra import compose, initialize_config_dir
+
+    from cdpbench import runner
+    from cdpbench.registry import register_configs
+
+    register_configs()
+    conf = str(Path(__file__).resolve().parents[3] / "conf")
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        cfg = compose("config", overrides=["dataset=bkseq", f"privacy_model={name}"])
+    with pytest.raises(ConfigError) as err:
+        runner.build(cfg)
+    assert str(err.value) == (f"privacy_model {name!r} needs the public population table (Release.population), which "
+                              "dataset 'bkseq' does not publish; datasets that do: adult_sequential, churn")
+    with initialize_config_dir(config_dir=conf, version_base="1.3"):
+        runner.build(compose("config", overrides=["dataset=churn", f"privacy_model={name}"]))

@@ -85,6 +85,7 @@ class Churn(Dataset):
 
     Params = ChurnParams
     scenario: ClassVar[str] = "continuous"
+    publishes_population = True  # every release carries the base table's QIs (Release.population)
 
     def releases(self, rng: np.random.Generator) -> Iterator[Release]:
         """Releases 1..T of the churn process (:func:`churn_process`) over the base table.

@@ -87,6 +87,7 @@ class DeltaPresence(PrivacyModel):
     Params = DeltaPresenceParams
     uses_history = False  # reads no ctx.history: judges each publication on its own (issue #28: the run keeps no more than it needs)
     needs_qi: ClassVar[bool] = True  # a candidate group's box comes from its records' exact QIs
+    needs_population: ClassVar[bool] = True  # the run refuses a data set without Release.population
 
     def __init__(self, params=None):
         super().__init__(params)

@@ -96,6 +96,7 @@ class AdultSequential(Dataset):
 
     Params = AdultSequentialParams
     scenario: ClassVar[str] = "sequential"
+    publishes_population = True  # every release carries its population's QIs (Release.population)
 
     def respondents(self, rng: np.random.Generator) -> pd.DataFrame:
         """The respondents (column ``id`` = row position, every QI column and the sensitive one):
