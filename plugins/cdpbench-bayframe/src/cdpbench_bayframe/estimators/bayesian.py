@@ -106,7 +106,7 @@ def _max_weight_matching(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
     n = w.shape[0]
     row_label, column_label = rng.permutation(n), rng.permutation(n)
-    rows, columns = linear_sum_assignment(w[np.ix_(row_label, column_label)], maximize=True)
+    rows, columns = linear_sum_assignment(w[row_label[:, None], column_label], maximize=True)
     u = np.empty(n, dtype=np.int64)
     u[row_label[rows]] = column_label[columns]
     return u
@@ -137,12 +137,32 @@ def observed_assignment(w: np.ndarray, rng: np.random.Generator) -> np.ndarray |
 def group_restricted_prior(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
     """``[N, m]`` prior rows restricted to the values present in each respondent's group and
     renormalized (Table 9, Example 3); ``present[i, s]`` says whether value s is published in the
-    group of row i. A row without mass on its group's values is uniform over them."""
-    restricted = np.where(present, weights, 0.0)
-    total = restricted.sum(axis=1, keepdims=True)
-    uniform = present / np.maximum(present.sum(axis=1, keepdims=True), 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(total > 0, restricted / total, uniform)
+    group of row i. A row without mass on its group's values is uniform over them.
+
+    Each row is its own: the rows are computed a block at a time (:func:`_row_blocks`), the same
+    floats as the whole-array form without its five ``[N, m]`` temporaries."""
+    weights = np.asarray(weights, dtype=float)
+    present = np.asarray(present, dtype=bool)
+    out = np.empty(weights.shape)
+    for rows in _row_blocks(len(weights)):
+        here = present[rows]
+        restricted = np.where(here, weights[rows], 0.0)
+        total = restricted.sum(axis=1, keepdims=True)
+        uniform = here / np.maximum(here.sum(axis=1, keepdims=True), 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[rows] = np.where(total > 0, restricted / total, uniform)
+    return out
+
+
+_BLOCK = 1 << 14  # rows per block of the row-wise passes: their [block, m] temporaries stay in cache
+
+
+def _row_blocks(n: int):
+    """Slices of :data:`_BLOCK` rows covering ``range(n)``: a row-wise pass over ``[N, m]`` arrays a
+    block at a time gives the same floats as the whole-array pass; at 10^6 rows the whole-array
+    temporaries (about 100 MB each) made it grow faster than N."""
+    for start in range(0, n, _BLOCK):
+        yield slice(start, min(start + _BLOCK, n))
 
 
 # ---------------------------------------------------------------------------- Def. 6
@@ -187,9 +207,6 @@ def _segment_sum(values: np.ndarray, segment: np.ndarray, n_groups: int) -> np.n
     m = values.shape[1]
     flat = (segment[:, None] * m + np.arange(m)).ravel()
     return np.bincount(flat, weights=values.ravel(), minlength=n_groups * m).reshape(n_groups, m)
-
-
-_BLOCK = 1 << 14  # rows per block of closed_form_posterior: its [block, m] temporaries stay in cache
 
 
 def closed_form_posterior(
@@ -304,7 +321,7 @@ def bayesian_posterior(
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (N, m):
         raise DataError(f"weights must have shape (n, n_values) = ({N}, {m}); got {weights.shape}")
-    if not np.isfinite(weights).all() or (weights < 0).any():
+    if not all(np.isfinite(weights[rows]).all() and (weights[rows] >= 0).all() for rows in _row_blocks(N)):
         raise DataError("weights must be finite and non-negative")
     counts = np.bincount(segment * m + sensitive, minlength=G * m).reshape(G, m)
     entries = _check_compromised(compromised if compromised is not None else ((), (), ()), N, m)
@@ -322,7 +339,7 @@ def bayesian_posterior(
     uncertain = ~certain & ~np.isin(entries.row, certain_row)
     entries = CompromisedRecords(*(x[uncertain] for x in entries))
 
-    present = counts[segment] > 0  # S_Q of each respondent's group
+    present = (counts > 0)[segment]  # S_Q of each respondent's group
     prior = group_restricted_prior(weights, present) if normalize else weights
     sizes = counts.sum(axis=1)
     large = np.zeros(G, dtype=bool) if exact_up_to is None else sizes > exact_up_to
@@ -376,15 +393,12 @@ def _exact_posterior(prior: np.ndarray, counts: np.ndarray, segment: np.ndarray,
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     reference_row = order[np.minimum(starts, N - 1)][segment]  # first respondent of the group
     reference_value = np.argmax(counts > 0, axis=1)[segment]  # a value present in the group
-    index = np.arange(N)
-    deviation = (
-        prior
-        - prior[index, reference_value][:, None]
-        - prior[reference_row]
-        + prior[reference_row, reference_value][:, None]
-    )
-    deviation = np.where(present, np.abs(deviation), 0.0).max(axis=1)
-    scale = np.where(present, np.abs(prior), 0.0).max(axis=1)
+    deviation, scale = np.empty(N), np.empty(N)
+    for rows in _row_blocks(N):  # row by row (the same floats as the whole-array form)
+        here, ref_row, ref_value = prior[rows], reference_row[rows], reference_value[rows]
+        full = here - here[np.arange(len(here)), ref_value][:, None] - prior[ref_row] + prior[ref_row, ref_value][:, None]
+        deviation[rows] = np.where(present[rows], np.abs(full), 0.0).max(axis=1, initial=0.0)
+        scale[rows] = np.where(present[rows], np.abs(here), 0.0).max(axis=1, initial=0.0)
     group_deviation, group_scale = np.zeros(G), np.zeros(G)
     np.maximum.at(group_deviation, segment, deviation)
     np.maximum.at(group_scale, segment, scale)
@@ -400,7 +414,7 @@ def _exact_posterior(prior: np.ndarray, counts: np.ndarray, segment: np.ndarray,
     for g in np.flatnonzero((sizes >= 2) & ~all_tie & matters):
         members = order[starts[g] : starts[g] + sizes[g]]
         tuple_value = np.repeat(values, counts[g])
-        u = _max_weight_matching(prior[np.ix_(members, tuple_value)], rng)
+        u = _max_weight_matching(prior[members[:, None], tuple_value], rng)
         observed_value[members] = tuple_value[u]
     return closed_form_posterior(counts, segment, observed_value, matched, a)
 

@@ -77,17 +77,24 @@ class JSimilarityJoin(PrivacyModel):
         views = [q.public() for q in ctx.history.publications] + [publication.public()]
         cand = candidates(views, transitions=self._relation(ctx.release, len(views)), pruned=self.params.pruned, join=self.params.join)
         m = prior.shape[1]
-        allowed = np.zeros((len(cand.respondent), m), dtype=bool)
-        allowed[cand.row, cand.nodes.value[cand.node]] = True
+        if cand.allowed is not None and cand.allowed.shape == (len(cand.respondent), m):
+            allowed = cand.allowed  # the pairwise join's table of candidate values (no pairs listed)
+        else:
+            allowed = np.zeros((len(cand.respondent), m), dtype=bool)
+            allowed[cand.row, cand.nodes.value[cand.node]] = True
         order = np.argsort(cand.respondent)
         pos = np.minimum(np.searchsorted(cand.respondent[order], publication.respondent), len(order) - 1)
         found = cand.respondent[order][pos] == publication.respondent
         rows = np.where(found, order[pos], -1)
-        mask = np.where(rows[:, None] >= 0, allowed[np.maximum(rows, 0)], True)
-        joined = np.where(mask, prior, 0.0)
-        mass = joined.sum(axis=1, keepdims=True)
-        joined = np.where(mass > 0, joined / np.where(mass > 0, mass, 1.0), prior)
-        return publication.batch(joined)
+        out = np.empty(prior.shape)
+        block = 1 << 14  # row by row, a block at a time: the same floats without [N, m] temporaries
+        for start in range(0, len(rows), block):
+            here = slice(start, start + block)
+            mask = np.where(rows[here, None] >= 0, allowed[np.maximum(rows[here], 0)], True)
+            joined = np.where(mask, prior[here], 0.0)
+            mass = joined.sum(axis=1, keepdims=True)
+            out[here] = np.where(mass > 0, joined / np.where(mass > 0, mass, 1.0), prior[here])
+        return publication.batch(out)
 
     def violating_groups(self, publication: Publication, ctx: ModelContext) -> np.ndarray:
         if publication.n_groups == 0:
