@@ -311,3 +311,45 @@ def test_j_similarity_verify_is_accepts_then_levels(seed):
         model = j_similarity.JSimilarity(params)
         ours, literal = model.verify(pub, ctx), PrivacyModel.verify(model, pub, ctx)
         assert (ours.satisfied, ours.violations, ours.levels) == (literal.satisfied, literal.violations, literal.levels)
+
+
+# ---------------------------------------------------------------------------- BayFrame's posterior a block of rows at a time
+def _group_restricted_prior_literal(weights, present):
+    restricted = np.where(present, weights, 0.0)
+    total = restricted.sum(axis=1, keepdims=True)
+    uniform = present / np.maximum(present.sum(axis=1, keepdims=True), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, restricted / total, uniform)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bayesian_posterior_by_blocks_is_the_whole_array_form(seed, monkeypatch):
+    """The row-wise passes (group_restricted_prior, the tie test's deviation, the weight checks)
+    a block of rows at a time: blocks of 3 rows cut every group, and the posterior (every bit, the
+    Hungarian calls drawing from the same generator) is the one of a single block."""
+    from cdpbench_bayframe.estimators import bayesian
+
+    rng = np.random.default_rng(seed)
+    m, G = int(rng.integers(2, 6)), int(rng.integers(2, 9))
+    segment = rng.permutation(np.repeat(np.arange(G), rng.integers(1, 7, G)))
+    N = len(segment)
+    sensitive = rng.integers(0, m, N)
+    weights = rng.random((N, m)) * (rng.random((N, m)) < 0.7)
+    weights[rng.random(N) < 0.2] = 1.0  # rows that tie
+    rows = rng.choice(N, size=min(3, N), replace=False)
+    compromised = (rows, sensitive[rows], np.array([0.9, 0.4, 1.0])[: len(rows)])
+    present = rng.random((N, m)) < 0.6
+    got = {}
+    for block in (3, 1 << 14):
+        monkeypatch.setattr(bayesian, "_BLOCK", block)
+        np.testing.assert_array_equal(bayesian.group_restricted_prior(weights, present),
+                                      _group_restricted_prior_literal(weights, present))
+        got[block] = [bayesian.bayesian_posterior(weights, sensitive, segment, G, m, rng=np.random.default_rng(seed),
+                                                  compromised=c, normalize=nz)
+                      for c in (None, compromised) for nz in (True, False)]
+        bad = weights.copy()
+        bad[N - 1, 0] = np.nan  # in the last block
+        with pytest.raises(Exception, match="weights must be finite and non-negative"):
+            bayesian.bayesian_posterior(bad, sensitive, segment, G, m, rng=np.random.default_rng(0))
+    for a, b in zip(got[3], got[1 << 14]):
+        np.testing.assert_array_equal(a, b)

@@ -29,7 +29,11 @@ def two_releases(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_joined_beliefs_are_the_prior_restricted_to_the_linkable_values(seed):
+@pytest.mark.parametrize("block", [7, 1 << 14])  # rows a block of joined_batch: blocks that cut groups, one block
+def test_joined_beliefs_are_the_prior_restricted_to_the_linkable_values(seed, block, monkeypatch):
+    from cdpbench_ksaa.privacy_models import j_similarity_join
+
+    monkeypatch.setattr(j_similarity_join, "_BLOCK", block)
     rels, (p1, p2) = two_releases(seed)
     reg = default_registry()
     model = reg.create("privacy_model", "j_similarity_join", {"inner": {"k": 2, "j": 0.3, "beta": 5.0}})

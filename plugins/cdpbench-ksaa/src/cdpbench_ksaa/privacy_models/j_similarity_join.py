@@ -31,6 +31,8 @@ from ..linkability import candidates
 from ..transition_relation import (MIN_TRANSITION_HELP, PD_COR_HELP, TRANSITIONS, TRANSITIONS_HELP, RelationOf,
                                    check_min_transition, check_pd_cor)
 
+_BLOCK = 1 << 14  # rows a block in joined_batch
+
 
 @dataclass
 class JSimilarityJoinParams:
@@ -87,9 +89,8 @@ class JSimilarityJoin(PrivacyModel):
         found = cand.respondent[order][pos] == publication.respondent
         rows = np.where(found, order[pos], -1)
         out = np.empty(prior.shape)
-        block = 1 << 14  # row by row, a block at a time: the same floats without [N, m] temporaries
-        for start in range(0, len(rows), block):
-            here = slice(start, start + block)
+        for start in range(0, len(rows), _BLOCK):  # row by row: the same floats without [N, m] temporaries
+            here = slice(start, start + _BLOCK)
             mask = np.where(rows[here, None] >= 0, allowed[np.maximum(rows[here], 0)], True)
             joined = np.where(mask, prior[here], 0.0)
             mass = joined.sum(axis=1, keepdims=True)
