@@ -28,8 +28,10 @@ publications, every attacker's state), so it is an upper bound for each componen
 
 A size a case cannot finish within its limit (``--limit``, 600 s by default) is reported as stopped
 (``status`` 1: time limit, 2: out of memory, 3: an error), and larger sizes are not tried (status
-4). The exponent is the slope of log(time) over log(n) from 10^5 to 10^6 (and, as
-``exponent_all``, the least-squares slope over every size that finished).
+4). Each case runs ``--repeat`` times (3 by default) at each size and each component's fastest time
+is reported, as ``timeit`` does: one run's sub-second times varied by up to 40 % on this machine,
+enough to move an exponent by 0.15. The exponent is the slope of log(time) over log(n) from 10^5
+to 10^6 (and, as ``exponent_all``, the least-squares slope over every size that finished).
 
     python benchmarks/bench_scale.py                       # every case, 10^4, 10^5, 10^6
     python benchmarks/bench_scale.py --sizes 10000 100000  # smaller
@@ -57,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = (10_000, 100_000, 1_000_000)
 RELEASES = 2
 LIMIT_S = 600.0
+REPEAT = 3  # runs of a case at a size; each component's fastest is kept (a single run varied by up to 40 %)
 CHILD_FLAG = "--child"
 # status codes written to the results file (metric ``status``)
 OK, TIME_LIMIT, OUT_OF_MEMORY, ERROR, NOT_TRIED = 0, 1, 2, 3, 4
@@ -404,8 +407,24 @@ def slope(ns: list[int], ts: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in pts) / sxx
 
 
-def measure(cases: list[Case], sizes: list[int], limit: float) -> list[tuple[str, str, int, float]]:
-    """Every case at every size (stopping a case at its first failed size); the results rows."""
+def fastest(outcomes: list[Outcome]) -> Outcome:
+    """One outcome for repeated runs of a case at one size: each component's fastest time (timeit's
+    rule: the other runs' extra time is the machine's, not the method's), the highest peak memory,
+    and the first failure if a run failed (its times: those of the runs that finished before)."""
+    failed = next((o for o in outcomes if o.status != OK), None)
+    done = [o for o in outcomes if o.status == OK] or outcomes
+    times: dict[str, float] = {}
+    for o in done:
+        for key, t in o.times.items():
+            times[key] = min(t, times.get(key, t))
+    first = failed or done[0]
+    return Outcome(times, done[0].info, done[0].records, max(o.peak_mb for o in outcomes),
+                   min(o.wall_s for o in done), first.status, first.reason)
+
+
+def measure(cases: list[Case], sizes: list[int], limit: float, repeat: int = 1) -> list[tuple[str, str, int, float]]:
+    """Every case at every size, ``repeat`` runs each (:func:`fastest`; a failed run is not repeated),
+    stopping a case at its first failed size; the results rows."""
     rows: list[tuple[str, str, int, float]] = []
     for case in cases:
         stopped = None
@@ -415,14 +434,19 @@ def measure(cases: list[Case], sizes: list[int], limit: float) -> list[tuple[str
                 for key in case.reports:
                     rows += [(key, "status", n, NOT_TRIED), (key, "wall_s", n, float("nan"))]
                 continue
-            o = run_case(case, n, limit)
+            runs: list[Outcome] = []
+            while len(runs) < repeat and (not runs or runs[-1].status == OK):
+                runs.append(run_case(case, n, limit))
+            o = fastest(runs)
             print(f"{case.name:34s} n={n:>9,}  {o.wall_s:7.1f} s  peak {o.peak_mb:7.0f} MB  "
-                  f"{'ok' if o.status == OK else o.reason}", flush=True)
+                  f"{'ok' if o.status == OK else o.reason}  (fastest of {len(runs)})", flush=True)
             for key in case.reports:
                 t = o.times.get(key, float("nan"))
                 done = key in o.times
                 status = OK if done else (o.status if o.status != OK else ERROR)
-                rows += [(key, "wall_s", n, t), (key, "status", n, status), (key, "peak_mb", n, o.peak_mb)]
+                slowest = max((r.times[key] for r in runs if key in r.times), default=float("nan"))
+                rows += [(key, "wall_s", n, t), (key, "status", n, status), (key, "peak_mb", n, o.peak_mb),
+                         (key, "runs", n, len(runs)), (key, "wall_s_slowest", n, slowest)]
                 if o.records is not None:
                     rows.append((key, "records", n, o.records))
                 if key.startswith("anonymizer/"):
@@ -470,6 +494,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     ap.add_argument("--cases", nargs="+", help="only these cases (names from --show)")
     ap.add_argument("--limit", type=float, default=LIMIT_S, help="seconds a case may take at one size")
+    ap.add_argument("--repeat", type=int, default=REPEAT,
+                    help=f"runs of each case at each size; each component's fastest is reported (default {REPEAT})")
     ap.add_argument("--run24", action="store_true", help="also the 24-release run at the largest size")
     ap.add_argument("--only-run24", action="store_true", help="only the 24-release run")
     ap.add_argument("--show", action="store_true", help="print every case's command line and exit")
@@ -483,7 +509,9 @@ def main(argv: list[str]) -> int:
         for c in cases:
             print(f"{c.name}: cdpbench {' '.join(c.argv(max(args.sizes)))}")
         return 0
-    rows = [] if args.only_run24 else measure(cases, sorted(args.sizes), args.limit)
+    if args.repeat < 1:
+        ap.error(f"--repeat: an integer >= 1; got {args.repeat}")
+    rows = [] if args.only_run24 else measure(cases, sorted(args.sizes), args.limit, args.repeat)
     if args.run24 or args.only_run24:
         rows += run24(max(args.sizes), max(args.limit, 1200.0))
     if args.out:

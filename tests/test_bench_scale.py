@@ -59,10 +59,23 @@ def test_the_slope_is_the_exponent_of_a_power_law(bench):
     assert bench.slope([100_000], [1.0]) != bench.slope([100_000], [1.0])  # nan: one point
 
 
+def test_repeated_runs_keep_each_components_fastest_time_and_the_first_failure(bench):
+    O = bench.Outcome
+    a = O({"x": 2.0, "y": 1.0}, {"info.r": 3}, 10, 100.0, 5.0, bench.OK, "")
+    b = O({"x": 1.5, "y": 1.2}, {"info.r": 3}, 10, 120.0, 4.0, bench.OK, "")
+    got = bench.fastest([a, b])
+    assert got.times == {"x": 1.5, "y": 1.0} and got.peak_mb == 120.0 and got.status == bench.OK
+    c = O({"x": 0.5}, {}, 10, 300.0, 9.0, bench.TIME_LIMIT, "time limit 600 s")
+    got = bench.fastest([a, c])
+    assert got.status == bench.TIME_LIMIT and got.reason == "time limit 600 s"
+    assert got.times == {"x": 2.0, "y": 1.0}  # a failed run's times are not the method's
+    assert got.peak_mb == 300.0
+
+
 def test_a_small_run_reports_time_status_and_peak_of_every_component(tmp_path):
     out = tmp_path / "scale.csv"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--sizes", "2000", "4000",
-                           "--cases", "churn_mondrian_k", "churn_m_invariance", "--out", str(out)],
+                           "--cases", "churn_mondrian_k", "churn_m_invariance", "--repeat", "2", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = list(csv.DictReader(out.open()))
@@ -72,6 +85,8 @@ def test_a_small_run_reports_time_status_and_peak_of_every_component(tmp_path):
         for n in (2000, 4000):
             assert got[(key, "status", n)] == 0
             assert got[(key, "wall_s", n)] >= 0
+            assert got[(key, "runs", n)] == 2
+            assert got[(key, "wall_s", n)] <= got[(key, "wall_s_slowest", n)]  # the fastest of the two runs
             assert 50 < got[(key, "peak_mb", n)] < 4096
             assert got[(key, "records", n)] == n + n // 80  # release 2: + 10 % - 8.75 %
         assert (key, "exponent", 0) in got  # nan: 10^6 was not run
