@@ -36,6 +36,7 @@ from cdpbench.data import PublicView
 from cdpbench.errors import require
 from cdpbench.regions import overlapping_pairs, view_regions
 
+from .distinct_rows import distinct_rows
 from .transition_relation import TRANSITIONS, as_relation, steps_between
 
 
@@ -165,7 +166,7 @@ def _twin_groups(regions, cols: list[tuple[int, bool]]):
     if key.shape[1] == 0:
         twin, rep = np.zeros(G, np.int64), np.zeros(min(G, 1), np.int64)
     else:
-        _, rep, twin = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        _, rep, twin = distinct_rows(key)  # np.unique(key, axis=0, ...), its rows ranked per column
     twin = np.asarray(twin, np.int64).ravel()
     rep = np.asarray(rep, np.int64)
     sets = {j: regions.sets[j][rep] for j in regions.sets}

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .distinct_rows import distinct_rows
+
 
 class NearestGroups:
     """Nearest-group queries over fixed group centres (module docstring)."""
@@ -22,7 +24,7 @@ class NearestGroups:
 
         centre = np.asarray(centre, dtype=float)
         self.key = np.asarray(key, dtype=np.int64)
-        uniq, cid = np.unique(centre, axis=0, return_inverse=True)
+        uniq, _, cid = distinct_rows(centre)  # np.unique(centre, axis=0, ...), its rows ranked per column
         self.cid = np.asarray(cid, np.int64).ravel()
         self.members = np.lexsort((self.key, self.cid)).astype(np.int64)  # by centre, then key
         self.ptr = np.searchsorted(self.cid[self.members], np.arange(len(uniq) + 1)).astype(np.int64)

@@ -29,7 +29,9 @@ publication of ``search="rounds"``, one round at a time; when it is not (the ful
 global), it is a publication where the judge's verdict changed with one round fewer still
 unchanged. ``info``: ``merge_rounds`` (rounds, each round of a tail counted),
 ``merged_groups`` (violating groups merged, summed over the rounds) and ``judged``
-(publications the model judged).
+(publications the model judged). Under the pairwise join with values that persist, a candidate is
+judged by :class:`~cdpbench_ksaa.pairwise_judge.PairwiseJudge` (the model's verdict, each
+respondent's part of the history computed once per release).
 
 ``repair="split"`` (not in the paper; default ``"none"``): KSAA's own model, ``j_similarity_join``,
 is not monotone under merging (a large group mixes respondents whose restricted beliefs differ),
@@ -51,6 +53,7 @@ from cdpbench.errors import require
 from cdpbench.plugin import Anonymizer, PublishContext, plugin_ref
 
 from ..nearest_group import NearestGroups
+from ..pairwise_judge import PairwiseJudge
 
 
 @dataclass
@@ -98,7 +101,10 @@ class KSAA(Anonymizer):
         judge = getattr(ctx.privacy_model, "violating_groups", None)
         pub, rounds, merged, judged = primary, 0, 0, 0
         if judge is not None:
-            merger = _Merger(release, lambda q: np.asarray(judge(q, ctx.model_context), dtype=np.int64))
+            if PairwiseJudge.applies(ctx.privacy_model):  # the same verdicts, the history's part kept per release
+                merger = _Merger(release, PairwiseJudge(ctx.privacy_model, ctx.model_context))
+            else:
+                merger = _Merger(release, lambda q: np.asarray(judge(q, ctx.model_context), dtype=np.int64))
             bad = merger.judge(primary)
             while len(bad) and pub.n_groups > 1 and merger.rounds < self.params.max_rounds:
                 before = merger.rounds
