@@ -213,9 +213,10 @@ CASES: tuple[Case, ...] = (
           _extra("sequential_permanent", "{name:sequential,knowledge:dk,steps:3,estimator:permanent}"), *NO_METRICS),
          ("attacker/sequential_permanent",)),
     # -- sequential releases (KSAA): k-diversity k = 4, the linkage adversary
+    # the merge to its end: at 10^6 the default max_rounds (1,000) stops it with a group still rejected
     Case("sequential_ksaa", sequential,
-         ("+experiment/ksaa/anonymizer=ksaa", "privacy_model=k_diversity", "privacy_model.k=4", "attacker=none",
-          *NO_METRICS),
+         ("+experiment/ksaa/anonymizer=ksaa", "anonymizer.max_rounds=1000000", "privacy_model=k_diversity",
+          "privacy_model.k=4", "attacker=none", *NO_METRICS),
          ("anonymizer/ksaa",), releases=3),
     Case("sequential_cell", sequential,
          ("+experiment/ksaa/anonymizer=cell", "privacy_model=k_diversity", "privacy_model.k=4", "attacker=linkage",

@@ -118,6 +118,18 @@ def test_bisect_equals_rounds_when_the_verdict_is_monotone(grown):
     assert b.info["judged"] <= 2 * np.ceil(np.log2(rounds + 1)) + 2  # doubling, then bisection
 
 
+@pytest.mark.parametrize("search", ["rounds", "bisect"])
+def test_a_merge_stopped_by_max_rounds_counts_the_groups_still_rejected(search):
+    """The group of record 0 needs 17 records, more than 3 merge rounds: stopped after 3 rounds it
+    is published still rejected, and ``violating_left`` says so; run to its end, 0."""
+    release = line_release()
+    stopped = publish(search, GrowUntil(range(17)), release, max_rounds=3)
+    assert stopped.info["merge_rounds"] == 3
+    assert stopped.info["violating_left"] == len(GrowUntil(range(17)).violating_groups(stopped, None)) == 1
+    done = publish(search, GrowUntil(range(17)), release)
+    assert done.info["violating_left"] == 0 and done.info["merge_rounds"] > 3
+
+
 def test_bisect_on_a_non_monotone_verdict_stops_where_one_fewer_group_is_still_rejected():
     """Accepted at sizes 12-14 and from 40 on: rounds stops at the first acceptance; bisect's
     probes (1, 2, 4, 8, ... absorbed groups of 2 records: sizes 4, 6, 10, 18, ...) jump past the

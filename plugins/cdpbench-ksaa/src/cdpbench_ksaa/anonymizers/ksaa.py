@@ -29,7 +29,8 @@ publication of ``search="rounds"``, one round at a time; when it is not (the ful
 global), it is a publication where the judge's verdict changed with one round fewer still
 unchanged. ``info``: ``merge_rounds`` (rounds, each round of a tail counted),
 ``merged_groups`` (violating groups merged, summed over the rounds) and ``judged``
-(publications the model judged). Under the pairwise join with values that persist, a candidate is
+(publications the model judged), ``violating_left`` (groups the judge still rejects in the
+publication: 0 unless ``max_rounds`` stopped the merge or no group was left to merge with). Under the pairwise join with values that persist, a candidate is
 judged by :class:`~cdpbench_ksaa.pairwise_judge.PairwiseJudge` (the model's verdict, each
 respondent's part of the history computed once per release).
 
@@ -99,7 +100,7 @@ class KSAA(Anonymizer):
     def publish(self, release: Release, ctx: PublishContext) -> Publication:
         primary = self.base.publish(release, ctx)
         judge = getattr(ctx.privacy_model, "violating_groups", None)
-        pub, rounds, merged, judged = primary, 0, 0, 0
+        pub, rounds, merged, judged, bad = primary, 0, 0, 0, np.zeros(0, np.int64)
         if judge is not None:
             if PairwiseJudge.applies(ctx.privacy_model):  # the same verdicts, the history's part kept per release
                 merger = _Merger(release, PairwiseJudge(ctx.privacy_model, ctx.model_context))
@@ -124,7 +125,8 @@ class KSAA(Anonymizer):
                 pub, bad, repaired = merger.split(pub, bad, ctx, self.params.repair_rounds)
                 judged = merger.judged
         pub.info.update(primary.info)
-        pub.info.update({"merge_rounds": float(rounds), "merged_groups": float(merged), "judged": float(judged)})
+        pub.info.update({"merge_rounds": float(rounds), "merged_groups": float(merged), "judged": float(judged),
+                         "violating_left": float(len(bad))})
         if self.params.repair == "split":
             pub.info.update({"split_rounds": float(repaired or 0), "split_violating": float(len(bad))})
         return pub
