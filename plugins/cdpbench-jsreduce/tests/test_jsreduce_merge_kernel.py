@@ -162,6 +162,40 @@ def test_many_groups_merge_the_same(monkeypatch):
 
 
 @pytest.mark.parametrize("margin", [merge_kernel.MARGIN, 1e9])
+def test_compiled_merge_in_blocks_counts_as_the_numpy_loop(margin, monkeypatch):
+    """A merge over more groups than ``_NEAREST_FIRST_FROM`` (here: any) runs the NumPy loop
+    nearest first in blocks; the kernel places the same leftovers and counts the same accepts calls
+    (one per block asked, ties at a block's bound inside it), on random releases, on many groups
+    with leftovers all along the order, and with a margin so wide that NumPy judges every leftover."""
+    monkeypatch.setattr(js_reduce, "_NEAREST_FIRST_FROM", 0)
+    monkeypatch.setattr(merge_kernel, "MARGIN", margin)
+    used = {"compiled": 0, "fallback": 0}
+    for seed in range(40):
+        release, prior, params = random_case(seed)
+        if params["closeness"]["distance"] == "hierarchical":
+            continue
+        stats, placed = both_paths(release, prior, params, monkeypatch, max_group=[2, 5, 32][seed % 3])
+        used["compiled"] += placed["compiled"]
+        used["fallback"] += placed["fallback"]
+    rng = np.random.default_rng(11)
+    n, m = 3000, 6
+    schema = Schema((NumericQI("x", 0, 30), NumericQI("y", 0, 30)), Sensitive("s", tuple("abcdef"), ordered=True))
+    frame = pd.DataFrame({"id": np.arange(n), "x": rng.integers(0, 31, n), "y": rng.integers(0, 31, n),
+                          "s": rng.choice(list("abcdef"), n)})
+    release = schema.encode(frame, 1)
+    prior = rng.dirichlet(np.full(m, 2.0), size=n)
+    for distance in ("equal", "ordered"):
+        params = {"k": 3, "j": 0.2, "closeness": {"t": 0.4, "distance": distance}}
+        stats, placed = both_paths(release, prior, params, monkeypatch, max_group=16)
+        used["compiled"] += placed["compiled"]
+        used["fallback"] += placed["fallback"]
+    if margin > 1:
+        assert used["fallback"] > 100
+    else:
+        assert used["compiled"] > 300 and used["fallback"] < used["compiled"]
+
+
+@pytest.mark.parametrize("margin", [merge_kernel.MARGIN, 1e9])
 @pytest.mark.parametrize("seed", [7, 21, 22, 25, 28, 33])  # releases with groups and leftovers (equal, ordered)
 def test_running_statistics_end_bit_for_bit_as_the_numpy_loops(seed, margin, monkeypatch):
     """The compiled merge updates the extension's running sums in place with the additions of

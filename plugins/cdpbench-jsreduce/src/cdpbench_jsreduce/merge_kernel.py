@@ -2,7 +2,8 @@
 as a compiled loop (numba; issue #28, scale): each leftover, in order, into the nearest group along
 the Hilbert order that the ``js_reduce`` model accepts with it (ties to the later group), judged
 through the model's running statistics — the loop of
-:func:`cdpbench.greedy.merge_leftovers_extension` (``all_at_once``) over a
+:func:`cdpbench.greedy.merge_leftovers_extension` (``all_at_once``, or nearest first in blocks as for
+more than 2,048 groups: the same placements, and the kernel counts the ``accepts_calls`` of either) over a
 :class:`~cdpbench_jsreduce.privacy_models.js_reduce.JSExtension` whose t-closeness condition is
 classic's ``t_closeness`` with the ``equal`` or ``ordered`` ground distance (:func:`merge_run`);
 and the scan's judgment of every prefix of many sequences of records
@@ -97,13 +98,23 @@ def merge_run(
     margin,
     chosen,
     dirty,
+    block,
+    calls,
 ):
     """Place the leftovers ``rest[start:]`` in turn (see the module docstring); ``chosen[i]`` the
     group (index into ``first``/``last``) of ``rest[i]``, -1 none. Returns the index of the first
     leftover with an undecided nearest candidate (not placed: the caller judges it), or
     ``len(rest)``. Updates in place: ``mass``, ``entropy_sum``, ``size_plus``, ``large_plus`` (the
     js_reduce extension's running sums), ``counts`` (t-closeness's) and marks ``dirty[g]`` for each
-    group grown (its row of t-closeness's judgment table is then stale)."""
+    group grown (its row of t-closeness's judgment table is then stale).
+
+    ``calls[i]``: the accepts calls the NumPy loop counts for ``rest[i]`` — 1 when ``block`` is 0
+    (``all_at_once``: every group judged in one step), else the blocks
+    :func:`cdpbench.plugin.nearest_accepted` asks (``block`` nearest groups with every group tied
+    at the block's bound, then four times more each time) up to the one holding the chosen group,
+    or all of them when none is chosen. The walk below visits the groups in that very order
+    (distance, the later group first on a tie), so a block ends at the first group farther than
+    the distance of its ``b``-th group."""
     G, m = mass.shape
     js_margin = margin * max(1.0, abs(js_bound))
     emd_margin = margin * max(1.0, abs(emd_bound))
@@ -123,6 +134,14 @@ def merge_run(
         left, right = lo - 1, lo
         choice = -1
         undecided = False
+        # the blocks of nearest_accepted along the walk: this one starts at walk index `opened`,
+        # holds `size_block` groups and every group tied with its last (`bound`, known once reached)
+        walked = 0
+        opened = 0
+        size_block = block
+        rounds = 1
+        bound_known = False
+        bound = 0
         while left >= 0 or right < G:
             if right < G and left >= 0:
                 d_left = max(max(first[left] - q, q - last[left]), 0)
@@ -136,6 +155,17 @@ def merge_run(
             else:
                 g = left
                 left -= 1
+            if block > 0:
+                d_g = max(max(first[g] - q, q - last[g]), 0)
+                if bound_known and d_g > bound:  # past the block: the next one opens here
+                    opened = walked
+                    size_block *= 4
+                    rounds += 1
+                    bound_known = False
+                if not bound_known and walked == opened + size_block - 1:
+                    bound = d_g
+                    bound_known = True
+                walked += 1
             # |Q| + 1 >= k (exact)
             if not (size_plus[g] >= k):
                 continue
@@ -167,6 +197,7 @@ def merge_run(
         if undecided:
             return i
         chosen[i] = choice
+        calls[i] = rounds if block > 0 else 1
         if choice >= 0:  # JSExtension.add: the same additions, in place
             g = choice
             size_plus[g] += 1.0

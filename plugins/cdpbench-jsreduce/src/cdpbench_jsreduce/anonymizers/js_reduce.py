@@ -409,8 +409,11 @@ def _merge_leftovers_near(
     n_groups = len(members)
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order), dtype=np.int64)
-    first = np.array([position[m[0]] for m in members], dtype=np.int64)  # increasing: the groups follow the order
-    last = np.array([position[m[-1]] for m in members], dtype=np.int64)
+    sizes = np.fromiter(map(len, members), dtype=np.int64, count=n_groups)
+    every = np.concatenate(members)  # the groups' rows, group after group (one array op, not a loop over 10^5 groups)
+    ends = np.cumsum(sizes)
+    first = position[every[ends - sizes]]  # increasing: the groups follow the order
+    last = position[every[ends - 1]]
     joined: dict[int, list[int]] = {}  # leftovers placed so far, per group, in the order they joined
     reaches = [r for r in _MERGE_REACH if 2 * r < n_groups] + [n_groups]
     done = 0
@@ -423,15 +426,21 @@ def _merge_leftovers_near(
         else:
             near = np.arange(n_groups, dtype=np.int64)
         kept = [members[g] for g in near]
-        ext = extension_over(extension, [np.concatenate([m, np.asarray(joined.get(int(g), []), dtype=np.int64)]) for g, m in zip(near, kept)])
+        if joined:
+            ext = extension_over(extension, [np.concatenate([m, np.asarray(joined.get(int(g), []), dtype=np.int64)]) for g, m in zip(near, kept)])
+        else:  # what extension_over passes, without a loop over the kept groups
+            ext = extension(np.concatenate(kept), np.repeat(np.arange(len(near), dtype=np.int64), sizes[near]), len(near))
         if ext is None:
             return None
         local = np.full(len(group), -1, dtype=np.int64)
         # many groups (a large release): judge them nearest first, in blocks, where the extension
-        # can judge a few groups alone; few groups: one judgment of all is cheaper than several
+        # can judge a few groups alone; few groups: one judgment of all is cheaper than several.
+        # The compiled loop places the leftovers either way (walking the groups nearest first) and
+        # counts the accepts calls of the NumPy loop it stands for (issue #28: at 10^6 records the
+        # NumPy loop in blocks cost ~0.1 ms a leftover, a scan over all groups each)
         blocks = len(near) > _NEAREST_FIRST_FROM and type(ext).accepts_plus_among is not GroupExtension.accepts_plus_among
-        distance = _distance_along_order(order, kept)
-        if blocks or not _merge_compiled(rest, local, ext, position, first[near], last[near], distance, stats):
+        distance = _distance_from_spans(position, first[near], last[near])
+        if not _merge_compiled(rest, local, ext, position, first[near], last[near], distance, stats, blocks=blocks):
             merge_leftovers_extension(
                 rest, local, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
             )
@@ -544,14 +553,17 @@ def _refresh_closeness(ext: GroupExtension, dirty: np.ndarray) -> None:
 
 def _merge_compiled(
     rest: np.ndarray, local: np.ndarray, ext: GroupExtension, position: np.ndarray, first: np.ndarray, last: np.ndarray,
-    distance: GroupDistance, stats: dict,
+    distance: GroupDistance, stats: dict, *, blocks: bool = False,
 ) -> bool:
     """:func:`~cdpbench.greedy.merge_leftovers_extension` (``all_at_once``, ties to the later
     group) by the compiled loop (:mod:`cdpbench_jsreduce.merge_kernel`): ``local[r]`` the group of
     each leftover ``r`` of ``rest`` (index into the groups of ``ext``; -1 none), the same groups bit
     for bit. A leftover whose nearest candidate group the compiled floats cannot decide (a
     divergence or EMD within the kernel's margin of its bound) is judged by the NumPy loop itself,
-    then the compiled loop goes on; :data:`MERGE_COUNTS` counts both. ``first``/``last``: the
+    then the compiled loop goes on; :data:`MERGE_COUNTS` counts both. ``blocks``: the loop
+    ``merge_leftovers_extension`` runs nearest first in blocks (``block=_NEAREST_BLOCK``; a large
+    release), whose placements are the same and whose ``accepts_calls`` (one per block asked) the
+    kernel counts as that loop does. ``first``/``last``: the
     positions along the order of each group's first and last member. Returns False (nothing done)
     when numba does not import or the extension is not one the kernel knows."""
     state = _kernel_state(ext)
@@ -567,20 +579,24 @@ def _merge_compiled(
     dirty = np.zeros(len(first), dtype=bool)
     first = np.ascontiguousarray(first, dtype=np.int64)
     last = np.ascontiguousarray(last, dtype=np.int64)
+    calls = np.zeros(len(rest), dtype=np.int64)  # per leftover placed by the kernel: accepts calls the NumPy loop counts
+    block = _NEAREST_BLOCK if blocks else 0
     fallbacks = 0
     i = 0
     while i < len(rest):
-        i = kernel(rest, i, position, first, last, *state, MARGIN, chosen, dirty)
+        i = kernel(rest, i, position, first, last, *state, MARGIN, chosen, dirty, block, calls)
         if i == len(rest):
             break
         _refresh_closeness(ext, dirty)  # the NumPy judgment reads the table
-        merge_leftovers_extension(rest[i : i + 1], local, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=True)
+        merge_leftovers_extension(
+            rest[i : i + 1], local, ext, distance, stats, later_on_ties=True, block=_NEAREST_BLOCK, all_at_once=not blocks
+        )
         chosen[i] = local[rest[i]]
         fallbacks += 1
         i += 1
     _refresh_closeness(ext, dirty)
     local[rest] = chosen
-    stats["accepts_calls"] += len(rest) - fallbacks  # one judgment of every group per leftover, as all_at_once counts
+    stats["accepts_calls"] += int(calls.sum())  # the NumPy loop's count (its own fallbacks counted themselves)
     MERGE_COUNTS["compiled"] += len(rest) - fallbacks
     MERGE_COUNTS["fallback"] += fallbacks
     return True
@@ -596,6 +612,12 @@ def _distance_along_order(order: np.ndarray, members: list[np.ndarray]) -> Group
     position[order] = np.arange(len(order), dtype=np.int64)
     first = np.array([position[m[0]] for m in members], dtype=np.int64)
     last = np.array([position[m[-1]] for m in members], dtype=np.int64)
+    return _distance_from_spans(position, first, last)
+
+
+def _distance_from_spans(position: np.ndarray, first: np.ndarray, last: np.ndarray) -> GroupDistance:
+    """:func:`_distance_along_order` from the groups' spans: ``position[r]`` the position of row ``r``
+    along the order, ``first``/``last`` the positions of each group's first and last member."""
 
     def distance(r: int) -> np.ndarray:
         q = position[r]
