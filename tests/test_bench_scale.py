@@ -72,6 +72,14 @@ def test_repeated_runs_keep_each_components_fastest_time_and_the_first_failure(b
     assert got.peak_mb == 300.0
 
 
+def test_the_linear_pass_floor_is_timed_in_a_process_of_its_own_at_each_size(bench):
+    rows = bench.floor_rows([2000, 20000])
+    got = {(metric, n): value for run, metric, n, value in rows if run == bench.FLOOR_KEY}
+    assert set(got) == {("wall_s", 2000), ("wall_s", 20000), ("exponent", 0)}
+    assert 0 < got[("wall_s", 2000)] < got[("wall_s", 20000)]
+    assert got[("exponent", 0)] == pytest.approx(bench.slope([2000, 20000], [got[("wall_s", 2000)], got[("wall_s", 20000)]]))
+
+
 def test_a_small_run_reports_time_status_and_peak_of_every_component(tmp_path):
     out = tmp_path / "scale.csv"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--sizes", "2000", "4000",
