@@ -144,16 +144,20 @@ def test_compiled_merge_equals_the_numpy_loop_on_random_releases(block, monkeypa
     assert used["fallback"] < used["compiled"]
 
 
-def test_many_groups_merge_the_same(monkeypatch):
-    """A release large enough that the merge keeps only the groups near the leftovers first
-    (``_MERGE_REACH``), with stuck starts set aside all along the order (hundreds of groups and of leftovers)."""
-    rng = np.random.default_rng(1)
-    n, m = 3000, 6
+def grid_release(seed: int, n: int = 3000):
+    """``n`` records on a 31 x 31 grid of two numeric QIs, six ordered values, and Dirichlet priors:
+    hundreds of groups, with leftovers all along the order."""
+    rng = np.random.default_rng(seed)
     schema = Schema((NumericQI("x", 0, 30), NumericQI("y", 0, 30)), Sensitive("s", tuple("abcdef"), ordered=True))
     frame = pd.DataFrame({"id": np.arange(n), "x": rng.integers(0, 31, n), "y": rng.integers(0, 31, n),
                           "s": rng.choice(list("abcdef"), n)})
-    release = schema.encode(frame, 1)
-    prior = rng.dirichlet(np.full(m, 2.0), size=n)
+    return schema.encode(frame, 1), rng.dirichlet(np.full(6, 2.0), size=n)
+
+
+def test_many_groups_merge_the_same(monkeypatch):
+    """A release large enough that the merge keeps only the groups near the leftovers first
+    (``_MERGE_REACH``), with stuck starts set aside all along the order (hundreds of groups and of leftovers)."""
+    release, prior = grid_release(1)
     for distance in ("equal", "ordered"):
         params = {"k": 3, "j": 0.2, "closeness": {"t": 0.4, "distance": distance}}
         stats, placed = both_paths(release, prior, params, monkeypatch, max_group=16)
@@ -177,13 +181,7 @@ def test_compiled_merge_in_blocks_counts_as_the_numpy_loop(margin, monkeypatch):
         stats, placed = both_paths(release, prior, params, monkeypatch, max_group=[2, 5, 32][seed % 3])
         used["compiled"] += placed["compiled"]
         used["fallback"] += placed["fallback"]
-    rng = np.random.default_rng(11)
-    n, m = 3000, 6
-    schema = Schema((NumericQI("x", 0, 30), NumericQI("y", 0, 30)), Sensitive("s", tuple("abcdef"), ordered=True))
-    frame = pd.DataFrame({"id": np.arange(n), "x": rng.integers(0, 31, n), "y": rng.integers(0, 31, n),
-                          "s": rng.choice(list("abcdef"), n)})
-    release = schema.encode(frame, 1)
-    prior = rng.dirichlet(np.full(m, 2.0), size=n)
+    release, prior = grid_release(11)
     for distance in ("equal", "ordered"):
         params = {"k": 3, "j": 0.2, "closeness": {"t": 0.4, "distance": distance}}
         stats, placed = both_paths(release, prior, params, monkeypatch, max_group=16)
