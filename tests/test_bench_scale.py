@@ -105,3 +105,21 @@ def test_an_unknown_case_is_refused_with_the_known_ones():
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--cases", "nope"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown case(s) ['nope']" in proc.stderr and "churn_mondrian_k" in proc.stderr
+
+
+def test_make_bench_runs_the_chosen_scripts_with_their_own_default_arguments(tmp_path):
+    """`python -m benchmarks NAME`: the name chooses the script and is not passed on as its
+    argument (bench_scale's argparse refused it); a script that ends with sys.exit(0) does not end the others."""
+    spec = importlib.util.spec_from_file_location("benchmarks_main", ROOT / "benchmarks" / "__main__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    main = module.main
+    for name in ("bench_a", "bench_b", "bench_c"):
+        (tmp_path / f"{name}.py").write_text(
+            "import sys, pathlib\n"
+            f"pathlib.Path(r'{tmp_path}', '{name}.argv').write_text(repr(sys.argv[1:]))\n"
+            "sys.exit(0)\n")
+    assert main(["bench_a", "bench_c"], here=tmp_path) == 0
+    assert (tmp_path / "bench_a.argv").read_text() == "[]"
+    assert (tmp_path / "bench_c.argv").read_text() == "[]"
+    assert not (tmp_path / "bench_b.argv").exists()
