@@ -25,33 +25,19 @@ KSAA_BASE = {"name": "js_reduce", "leftovers": "merge"}  # ksaa's base as the pr
 
 
 # ------------------------------------------------------------------ the former functions (oracle)
-def _linked(graph, group_then: np.ndarray, node: np.ndarray) -> np.ndarray:
-    """The former ``cdpbench_ksaa.linkability._linked`` (the linkage attacker now reads bit masks):
-    for pairs (group of the earlier view, node of the latest view), does some record of the group
-    have a kept link to the node, read on the twin graph."""
-    a = graph.a
-    n_tb = len(graph.twins_b.count)
-    kept = np.unique(graph.cedge_a[graph.ckept] * n_tb + graph.cedge_b[graph.ckept])
-    out = np.zeros(len(node), dtype=bool)
-    ok = group_then >= 0
-    if not ok.any():
-        return out
-    idx = np.flatnonzero(ok)
-    g, x = group_then[idx], node[idx]
-    tb = graph.twin_b[x]
-    if graph.transitions == "none":  # the earlier group's node of the same value, if any
-        m = int(max(a.value.max(initial=0), graph.b.value.max(initial=0))) + 1
-        key_a = a.group * m + a.value
-        want = g * m + graph.b.value[x]
-        pos = np.minimum(np.searchsorted(key_a, want), max(len(key_a) - 1, 0))
-        has = (key_a[pos] == want) if len(key_a) else np.zeros(len(want), bool)
-        out[idx[has]] = np.isin(graph.twin_a[pos[has]] * n_tb + tb[has], kept)
-        return out
-    ptr = a.ptr  # any value: every node of the earlier group
-    rep, ya = segments(ptr[g], ptr[g + 1] - ptr[g])
-    hit = np.isin(graph.twin_a[ya] * n_tb + tb[rep], kept)
-    out[idx[np.unique(rep[hit])]] = True
-    return out
+def _scale_forms():
+    """The plugin's own oracle module (its former functions), loaded by path: tests are not a package."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "plugins" / "cdpbench-ksaa" / "tests" / "test_ksaa_scale_forms.py"
+    spec = importlib.util.spec_from_file_location("ksaa_scale_forms_oracle", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_linked = _scale_forms().former_linked  # the former ``cdpbench_ksaa.linkability._linked``
 
 
 def old_group_of(view: PublicView, respondent: np.ndarray) -> np.ndarray:
