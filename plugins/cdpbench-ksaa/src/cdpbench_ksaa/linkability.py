@@ -65,6 +65,15 @@ class Candidates:
             self._row = row.astype(np.int64)
             self._node = _node_of(self.nodes, self._group[self._row], value.astype(np.int64), self.allowed.shape[1])
 
+    def value_table(self, m: int) -> np.ndarray:
+        """``bool [p, m]``: the candidate values of each respondent (row order of ``respondent``):
+        ``allowed`` as the pairwise join made it, else set from the listed pairs."""
+        if self.allowed is not None and self.allowed.shape == (len(self.respondent), m):
+            return self.allowed
+        table = np.zeros((len(self.respondent), m), dtype=bool)
+        table[self.row, self.nodes.value[self.node]] = True
+        return table
+
     @property
     def row(self) -> np.ndarray:
         """int64 [C] respondent row of each candidate node."""

@@ -84,11 +84,7 @@ class LinkageAttacker(Attacker):
             prior[found] = known_prior
         cand = candidates(ctx.views, transitions=self._relation(pop, len(ctx.views)), pruned=p.pruned, join=p.join)
         n = len(respondent)
-        if cand.allowed is not None and cand.allowed.shape == (n, m):
-            allowed = cand.allowed  # the pairwise join's table of candidate values
-        else:
-            allowed = np.zeros((n, m), dtype=bool)
-            allowed[cand.row, cand.nodes.value[cand.node]] = True
+        allowed = cand.value_table(m)
         some = allowed.any(axis=1)
         # row by row, in blocks of respondents (each row's numbers are its own: the same as on
         # the whole table, without whole-table temporaries)

@@ -78,12 +78,7 @@ class JSimilarityJoin(PrivacyModel):
             return publication.batch(prior)
         views = [q.public() for q in ctx.history.publications] + [publication.public()]
         cand = candidates(views, transitions=self._relation(ctx.release, len(views)), pruned=self.params.pruned, join=self.params.join)
-        m = prior.shape[1]
-        if cand.allowed is not None and cand.allowed.shape == (len(cand.respondent), m):
-            allowed = cand.allowed  # the pairwise join's table of candidate values (no pairs listed)
-        else:
-            allowed = np.zeros((len(cand.respondent), m), dtype=bool)
-            allowed[cand.row, cand.nodes.value[cand.node]] = True
+        allowed = cand.value_table(prior.shape[1])
         order = np.argsort(cand.respondent)
         pos = np.minimum(np.searchsorted(cand.respondent[order], publication.respondent), len(order) - 1)
         found = cand.respondent[order][pos] == publication.respondent
