@@ -4,7 +4,8 @@
   schedulers send it, mid-sweep, for every launcher: the command ends with 130, no run is left
   RUNNING, every job whose record is FINISHED is a FINISHED run, the others and the parent are
   FAILED, and no job goes on to finish after the sweep recorded it FAILED (submitit and Ray run
-  jobs outside the process group: they are ended through the stop file).
+  jobs outside the process group: they are ended through the stop file). Also when the launching
+  process handles the signal seconds after the rest of its group (a loaded machine).
 - Two sweeps launched together on a fresh SQLite store both record every run (without the store
   lock, 3 of 3 tries here left one failing with ``table ... already exists``, ``duplicate column
   name: step`` or an alembic version error).
@@ -54,19 +55,47 @@ def _records(cwd: Path) -> dict[str, dict]:
     return out
 
 
+def _group(pgid: int) -> list[int]:
+    """The processes of a process group (Linux's /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:  # ended meanwhile
+        return ""
+
+
 def _runs(client) -> list:
     exps = [e.experiment_id for e in client.search_experiments()]
     return client.search_runs(exps, max_results=1000) if exps else []
 
 
-@pytest.mark.parametrize("launcher,sig", [*[(name, signal.SIGTERM) for name in LAUNCHERS], ("basic", signal.SIGHUP)])
-def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_path, mlflow_client, launcher, sig):
+@pytest.mark.parametrize("launcher,sig,stalled", [*[(name, signal.SIGTERM, False) for name in LAUNCHERS],
+                                                  ("basic", signal.SIGHUP, False), ("ray", signal.SIGTERM, True)])
+def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_path, mlflow_client, launcher, sig, stalled):
+    """``stalled``: the launching process handles the signal 5 s after the rest of its group, as a
+    loaded machine can delay it. A local Ray instance in the sweep's group died of the signal
+    meanwhile and, when its GCS reported the node dead before dying itself, the driver's core
+    worker lost its object store and ended the process with exit status 1 before anything was
+    recorded (CI once; here 2 of 4 runs with this delay). The race is not reproducible at will;
+    that Ray's processes are out of the group is, and is checked first."""
     if launcher == "ray":
         pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="the ray extra is not installed")
     if signal.getsignal(sig) is signal.SIG_IGN:  # e.g. the tests run under nohup: cdpbench keeps it, by design
         pytest.skip(f"{signal.Signals(sig).name} is ignored in this process (nohup?), and cdpbench keeps an inherited ignore")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    proc = subprocess.Popen([str(CDPBENCH), *SWEEP, *LAUNCHERS[launcher]], cwd=tmp_path, env=_env(uri),
+    longer = ["dataset.releases=10"] if stalled else []  # jobs of 7 s: the sweep outlasts the delay
+    proc = subprocess.Popen([str(CDPBENCH), *SWEEP, *longer, *LAUNCHERS[launcher]], cwd=tmp_path, env=_env(uri),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 240
     while time.time() < deadline:  # killed in the middle of the sweep: some jobs done, one running
@@ -77,7 +106,16 @@ def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_
     else:
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"the sweep never reached two finished jobs: {proc.communicate()}")
-    os.killpg(proc.pid, sig)  # what `timeout`, SLURM and most schedulers do
+    if stalled:  # the group's other processes first, the launching process 5 s later
+        ray_in_group = [c for c in map(_cmdline, _group(proc.pid)) if any(n in c for n in ("raylet", "gcs_server", "ray::"))]
+        assert not ray_in_group, f"the local Ray instance runs in the sweep's process group: {ray_in_group}"
+        for pid in _group(proc.pid):
+            if pid != proc.pid:
+                os.kill(pid, sig)
+        time.sleep(5)
+        os.kill(proc.pid, sig)
+    else:
+        os.killpg(proc.pid, sig)  # what `timeout`, SLURM and most schedulers do
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, err
     assert "error: interrupted; runs still open were marked FAILED" in err.splitlines()

@@ -355,6 +355,8 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
                 raise
         if line:
             bar = SweepProgress(folder, total, token)
+        if plan.launcher == "ray":
+            launch.start_ray(plan.master.hydra.launcher.ray.init)
         with launch.batches_already_checked():
             hydra.multirun(launch.CONFIG_NAME, task, [*plan.overrides, *plan.hydra_overrides])
         interrupted = False

@@ -294,6 +294,59 @@ def check_ray_cluster(init: DictConfig) -> None:
                           f"`ray start --head --port={port}`, or give the address `ray start` printed") from None
 
 
+#: the object store the Ray launcher gives a Ray instance it starts, unless set (its own default)
+RAY_LAUNCHER_OBJECT_STORE = 78643200
+
+
+def start_ray(init: DictConfig) -> None:
+    """Start (or join) Ray as Hydra's Ray launcher would, before it does (it then finds Ray
+    running), so that a SIGTERM (SIGHUP) to the sweep's process group still ends the sweep the
+    way :mod:`cdpbench.stopping` ends it:
+
+    - A Ray instance started here runs its processes (GCS, raylet and, through the raylet, the
+      workers that run the jobs) in a process group of their own. In the sweep's group they
+      received the scheduler's SIGTERM too: the raylet died, the driver's core worker then lost
+      its object store and ended this process with exit status 1 before anything was recorded
+      (CI, under load). They still die with this process: Ray asks the kernel to end each of
+      them when its parent dies (``PR_SET_PDEATHSIG``), which is why Ray itself starts them in a
+      group of their own on Windows. Where the kernel cannot, they stay in the sweep's group.
+    - ``ray.init`` replaces the SIGTERM handler with Ray's, which kills the local instance and
+      exits; the handlers cdpbench had (or an inherited ignore) are put back.
+    """
+    import signal
+    import threading
+
+    import ray
+    from ray._private import services, utils
+
+    if ray.is_initialized():
+        return
+    kwargs = OmegaConf.to_container(init, resolve=True) if init else {}
+    if ray_address(kwargs.get("address")) is None:  # a cluster joined by address has its own
+        kwargs.setdefault("object_store_memory", RAY_LAUNCHER_OBJECT_STORE)
+    main_thread = threading.current_thread() is threading.main_thread()
+    ending = [getattr(signal, s) for s in ("SIGTERM", "SIGHUP") if hasattr(signal, s)] if main_thread else []
+    handlers = {sig: signal.getsignal(sig) for sig in ending}
+    popen = getattr(services, "ConsolePopen", None)
+    own_group = popen is not None and sys.platform.startswith("linux") and utils.detect_fate_sharing_support()
+    original = popen.__init__ if own_group else None
+
+    def in_own_group(self, *args, **kw):
+        kw.setdefault("process_group", 0)
+        original(self, *args, **kw)
+
+    if own_group:
+        popen.__init__ = in_own_group
+    try:
+        ray.init(**kwargs)
+    finally:
+        if own_group:
+            popen.__init__ = original
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 def quote(value: str) -> str:
     """A string as a Hydra override value (quoted when the grammar needs it)."""
     if re.fullmatch(r"[\w./\-:]+", value):

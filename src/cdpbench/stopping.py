@@ -3,7 +3,8 @@
 A scheduler, ``timeout`` or a closed terminal ends a sweep with SIGTERM (SIGHUP) to its process
 group. Jobs run by the basic and joblib launchers are in that group and end with it. Those of
 submitit and Ray are not: submitit starts each job in a session of its own, Ray in worker
-processes its raylet starts; they would go on and write results after the sweep had recorded
+processes its raylet starts (a local Ray instance runs in a process group of its own,
+:func:`cdpbench.launch.start_ray`); they would go on and write results after the sweep had recorded
 them FAILED. So the launching process, when interrupted, leaves :data:`STOP_FILE` (with its
 launch token) in the sweep folder, and every job running in another process watches for it: the
 job ends as Ctrl-C would end it (its record FAILED, "interrupted"). A job on the launching
