@@ -328,8 +328,10 @@ def start_ray(init: DictConfig) -> None:
     ending = [getattr(signal, s) for s in ("SIGTERM", "SIGHUP") if hasattr(signal, s)] if main_thread else []
     handlers = {sig: signal.getsignal(sig) for sig in ending}
     popen = getattr(services, "ConsolePopen", None)
-    own_group = popen is not None and sys.platform.startswith("linux") and utils.detect_fate_sharing_support()
+    fate_sharing = getattr(utils, "detect_fate_sharing_support", lambda: False)  # private: may go in a release
+    own_group = popen is not None and sys.platform.startswith("linux") and fate_sharing()
     original = popen.__init__ if own_group else None
+    own_init = own_group and "__init__" in vars(popen)  # on Linux it is subprocess.Popen's
 
     def in_own_group(self, *args, **kw):
         kw.setdefault("process_group", 0)
@@ -340,8 +342,10 @@ def start_ray(init: DictConfig) -> None:
     try:
         ray.init(**kwargs)
     finally:
-        if own_group:
+        if own_init:
             popen.__init__ = original
+        elif own_group:
+            del popen.__init__
         for sig, handler in handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
