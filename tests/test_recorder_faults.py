@@ -107,9 +107,10 @@ def test_a_signal_to_the_process_group_ends_the_sweep_and_records_every_job(tmp_
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"the sweep never reached two finished jobs: {proc.communicate()}")
     if stalled:  # the group's other processes first, the launching process 5 s later
-        ray_in_group = [c for c in map(_cmdline, _group(proc.pid)) if any(n in c for n in ("raylet", "gcs_server", "ray::"))]
+        group = _group(proc.pid)
+        ray_in_group = [c for c in map(_cmdline, group) if any(n in c for n in ("raylet", "gcs_server", "ray::"))]
         assert not ray_in_group, f"the local Ray instance runs in the sweep's process group: {ray_in_group}"
-        for pid in _group(proc.pid):
+        for pid in group:
             if pid != proc.pid:
                 os.kill(pid, sig)
         time.sleep(5)

@@ -328,11 +328,6 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
     token = uuid.uuid4().hex  # this launch's: files an earlier launch left in the same folder are not its
     if plan.launcher == "ray":
         launch.check_ray_cluster(plan.master.hydra.launcher.ray.init)  # a cluster given by address answers
-        # Ray's failure handler aborts this process on SIGTERM (SIGABRT) before the jobs are ended
-        # and recorded; its Python handler then drains the local node for 10 s, for services a
-        # sweep does not run (its jobs end through the stop file, cdpbench.stopping)
-        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-        os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     folder = tracking.write_sweep_file(plan, root, sweep_progress=line, resume=resume, launch=token,
                                        reuse_old_code=reuse_old_code)
     total = len(plan.jobs)
@@ -362,7 +357,7 @@ def run_sweep(hydra, plan, recorder, rerun: bool = False, reuse_old_code: bool =
         interrupted = False
     except (KeyboardInterrupt, CdpbenchError):
         raise
-    except SystemExit:  # Ray's SIGTERM handler in this process ends it with sys.exit: an interrupt
+    except SystemExit:  # Ray's SIGTERM handler, this process's while ray.init runs (launch.start_ray), exits: an interrupt
         raise KeyboardInterrupt from None
     except Exception as e:  # the launcher itself broke (e.g. a worker process was killed)
         crash, interrupted = e, False

@@ -313,6 +313,13 @@ def start_ray(init: DictConfig) -> None:
     - ``ray.init`` replaces the SIGTERM handler with Ray's, which kills the local instance and
       exits; the handlers cdpbench had (or an inherited ignore) are put back.
     """
+    # set before Ray reads them (on import). While ray.init runs, Ray's handlers are this
+    # process's: its failure handler would abort on SIGTERM (SIGABRT) before the jobs are ended
+    # and recorded, and its Python one drain the local node for 10 s, for services a sweep does
+    # not run (its jobs end through the stop file)
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    os.environ.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
+
     import signal
     import threading
 
